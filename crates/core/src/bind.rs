@@ -1,0 +1,81 @@
+//! Binding parameters to a prepared statement, with the checks a caller deserves: wrong
+//! counts, unknown and missing names are errors, never silent NULLs.
+
+use crate::error::{Error, Result};
+use crate::value::{Params, Value};
+use rusqlite::types::ToSqlOutput;
+use rusqlite::Statement;
+
+fn to_sql(v: &Value) -> ToSqlOutput<'_> {
+    use rusqlite::types::ValueRef;
+    ToSqlOutput::Borrowed(match v {
+        Value::Null => ValueRef::Null,
+        Value::Integer(i) => ValueRef::Integer(*i),
+        Value::Real(f) => ValueRef::Real(*f),
+        Value::Text(s) => ValueRef::Text(s.as_bytes()),
+        Value::Blob(b) => ValueRef::Blob(b),
+    })
+}
+
+pub fn bind(stmt: &mut Statement<'_>, params: &Params) -> Result<()> {
+    let expected = stmt.parameter_count();
+    match params {
+        Params::None => {
+            if expected > 0 {
+                return Err(Error::Range(format!(
+                    "the statement takes {expected} parameter(s) but none were given"
+                )));
+            }
+        }
+        Params::Positional(values) => {
+            if values.len() != expected {
+                return Err(Error::Range(format!(
+                    "the statement takes {expected} parameter(s) but {} were given",
+                    values.len()
+                )));
+            }
+            if let Some(name) = (1..=expected).find_map(|i| {
+                stmt.parameter_name(i).filter(|n| !n.starts_with('?')).map(str::to_owned)
+            }) {
+                return Err(Error::Range(format!(
+                    "the statement uses named parameter '{name}': pass an object, not an array"
+                )));
+            }
+            for (i, v) in values.iter().enumerate() {
+                stmt.raw_bind_parameter(i + 1, to_sql(v))?;
+            }
+        }
+        Params::Named(pairs) => {
+            let mut bound = vec![false; expected + 1];
+            for (key, v) in pairs {
+                let index = find_named(stmt, key)?
+                    .ok_or_else(|| Error::Range(format!("unknown named parameter '{key}'")))?;
+                bound[index] = true;
+                stmt.raw_bind_parameter(index, to_sql(v))?;
+            }
+            if let Some(missing) = (1..=expected).find(|&i| !bound[i]) {
+                return Err(match stmt.parameter_name(missing) {
+                    Some(n) if !n.starts_with('?') => {
+                        Error::Range(format!("missing named parameter '{}'", &n[1..]))
+                    }
+                    _ => Error::Range(format!(
+                        "parameter {missing} is positional: pass an array, not an object"
+                    )),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn find_named(stmt: &Statement<'_>, key: &str) -> Result<Option<usize>> {
+    if key.starts_with([':', '@', '$']) {
+        return Ok(stmt.parameter_index(key)?);
+    }
+    for prefix in [":", "@", "$"] {
+        if let Some(i) = stmt.parameter_index(&format!("{prefix}{key}"))? {
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
+}

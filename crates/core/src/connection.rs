@@ -1,0 +1,145 @@
+//! Opening connections: the writer (read-write, creates the file, sets WAL) and the readers
+//! (read-only), with the project's default pragmas and the caller's own.
+
+use crate::error::{Error, Result};
+use rusqlite::{Connection, OpenFlags};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    pub path: String,
+    pub readers: usize,
+    pub readonly: bool,
+    pub busy_timeout_ms: u32,
+    /// Applied to every connection after the defaults, in order.
+    pub pragmas: Vec<(String, String)>,
+    /// Prepared statements kept per connection.
+    pub statement_cache: usize,
+}
+
+impl OpenOptions {
+    pub fn new(path: impl Into<String>) -> Self {
+        OpenOptions {
+            path: path.into(),
+            readers: default_readers(),
+            readonly: false,
+            busy_timeout_ms: 5000,
+            pragmas: Vec::new(),
+            statement_cache: 128,
+        }
+    }
+}
+
+/// clamp(cores - 1, 2, 4): leave a core for the JS thread, but never fewer than two readers
+/// so one slow query cannot block every other read.
+pub fn default_readers() -> usize {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    cores.saturating_sub(1).clamp(2, 4)
+}
+
+static MEMORY_DB_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Where the connections of one database open. `:memory:` becomes a named in-memory
+/// database (the memdb VFS) so the writer and every reader share it.
+#[derive(Debug, Clone)]
+pub struct Location {
+    pub uri: String,
+    pub in_memory: bool,
+}
+
+impl Location {
+    pub fn resolve(path: &str) -> Location {
+        if path == ":memory:" {
+            let n = MEMORY_DB_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let uri = format!("file:/quietsqlite-{}-{n}?vfs=memdb", std::process::id());
+            return Location { uri, in_memory: true };
+        }
+        if path.starts_with("file:") {
+            return Location { uri: path.to_owned(), in_memory: false };
+        }
+        Location { uri: format!("file:{}", uri_escape(path)), in_memory: false }
+    }
+}
+
+/// Percent-escapes the characters that would end or alter a URI path.
+fn uri_escape(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        match c {
+            '%' | '?' | '#' => out.push_str(&format!("%{:02X}", c as u32)),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+pub fn open_writer(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_EXRESCODE;
+    let conn = Connection::open_with_flags(&loc.uri, flags)?;
+    conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
+    if !loc.in_memory {
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::sqlite(
+                rusqlite::ffi::SQLITE_ERROR,
+                format!("could not switch the database to WAL mode (it reports '{mode}')"),
+            ));
+        }
+    }
+    conn.execute_batch(
+        "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
+    )?;
+    // Checkpoints are scheduled by the writer when it is idle, not run on the commit path.
+    if !loc.in_memory {
+        conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
+    }
+    finish_open(&conn, opts)?;
+    Ok(conn)
+}
+
+pub fn open_reader(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_EXRESCODE;
+    let conn = Connection::open_with_flags(&loc.uri, flags)?;
+    conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
+    conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;")?;
+    finish_open(&conn, opts)?;
+    Ok(conn)
+}
+
+fn finish_open(conn: &Connection, opts: &OpenOptions) -> Result<()> {
+    conn.set_prepared_statement_cache_capacity(opts.statement_cache);
+    for (name, value) in &opts.pragmas {
+        apply_pragma(conn, name, value)?;
+    }
+    Ok(())
+}
+
+/// Runs `PRAGMA name = value`. The name must be a plain identifier (optionally
+/// `schema.name`); the value is passed through as SQL so numbers, keywords and quoted
+/// strings all work, but it may not smuggle in a second statement.
+pub fn apply_pragma(conn: &Connection, name: &str, value: &str) -> Result<()> {
+    let valid_name = !name.is_empty()
+        && name.split('.').all(|p| {
+            !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+    if !valid_name {
+        return Err(Error::Type(format!("invalid pragma name '{name}'")));
+    }
+    if value.contains(';') {
+        return Err(Error::Type(format!("invalid value for pragma '{name}': '{value}'")));
+    }
+    let sql = format!("PRAGMA {name} = {value}");
+    // Some pragmas answer with a row (journal_mode), others with none.
+    let mut stmt = conn.prepare(&sql).map_err(|e| Error::from(e).with_sql(&sql))?;
+    let mut rows = stmt.raw_query();
+    while rows.next().map_err(|e| Error::from(e).with_sql(&sql))?.is_some() {}
+    Ok(())
+}

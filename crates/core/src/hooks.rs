@@ -1,0 +1,258 @@
+//! Change tracking on the writer connection: SQLite's preupdate hook records which tables
+//! and columns a transaction changed, the commit hook marks the moment it becomes visible,
+//! and the rollback hook drops what a failed transaction recorded. The WAL hook counts
+//! pages so checkpoints can run when the writer is idle.
+
+use rusqlite::ffi;
+use rusqlite::Connection;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// What one committed transaction changed in one table.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TableChange {
+    /// An INSERT or DELETE happened (or a rowid changed): every reader of the table is affected.
+    pub whole_rows: bool,
+    /// Columns (by index in the table) an UPDATE really changed, as a bit set.
+    pub columns: Vec<u64>,
+}
+
+impl TableChange {
+    fn mark_column(&mut self, i: usize) {
+        let word = i / 64;
+        if self.columns.len() <= word {
+            self.columns.resize(word + 1, 0);
+        }
+        self.columns[word] |= 1 << (i % 64);
+    }
+
+    pub fn column_changed(&self, i: usize) -> bool {
+        self.columns.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+}
+
+/// Changes of one committed transaction, keyed by `schema.table` in lower case.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChangeSet {
+    pub tables: HashMap<String, TableChange>,
+}
+
+impl ChangeSet {
+    pub fn is_empty(&self) -> bool {
+        self.tables.is_empty()
+    }
+}
+
+pub fn table_key(schema: &str, table: &str) -> String {
+    let mut k = String::with_capacity(schema.len() + table.len() + 1);
+    k.push_str(&schema.to_ascii_lowercase());
+    k.push('.');
+    k.push_str(&table.to_ascii_lowercase());
+    k
+}
+
+struct HookState {
+    pending: ChangeSet,
+    committed: bool,
+    wal_pages: c_int,
+    /// Off while no live query exists: the hook then costs one atomic load per row.
+    tracking: Arc<AtomicBool>,
+}
+
+/// Owns the hook registrations of one connection; unregisters them on drop.
+pub struct ChangeTracker {
+    db: *mut ffi::sqlite3,
+    state: Box<HookState>,
+}
+
+// The tracker lives and dies on the writer thread with its connection.
+unsafe impl Send for ChangeTracker {}
+
+impl ChangeTracker {
+    /// # Safety of use
+    /// The tracker must be dropped before `conn` is closed.
+    pub fn install(conn: &Connection, tracking: Arc<AtomicBool>) -> Self {
+        let mut state = Box::new(HookState {
+            pending: ChangeSet::default(),
+            committed: false,
+            wal_pages: 0,
+            tracking,
+        });
+        let db = unsafe { conn.handle() };
+        let p = &mut *state as *mut HookState as *mut c_void;
+        unsafe {
+            ffi::sqlite3_preupdate_hook(db, Some(on_preupdate), p);
+            ffi::sqlite3_commit_hook(db, Some(on_commit), p);
+            ffi::sqlite3_rollback_hook(db, Some(on_rollback), p);
+            ffi::sqlite3_wal_hook(db, Some(on_wal), p);
+        }
+        ChangeTracker { db, state }
+    }
+
+    /// The changes of a transaction that committed since the last call, if any.
+    pub fn take_committed(&mut self) -> Option<ChangeSet> {
+        if !self.state.committed {
+            return None;
+        }
+        self.state.committed = false;
+        Some(std::mem::take(&mut self.state.pending))
+    }
+
+    /// Pages in the WAL after the last commit.
+    pub fn wal_pages(&self) -> c_int {
+        self.state.wal_pages
+    }
+
+    pub fn reset_wal_pages(&mut self) {
+        self.state.wal_pages = 0;
+    }
+}
+
+impl Drop for ChangeTracker {
+    fn drop(&mut self) {
+        unsafe {
+            ffi::sqlite3_preupdate_hook(self.db, None, std::ptr::null_mut());
+            ffi::sqlite3_commit_hook(self.db, None, std::ptr::null_mut());
+            ffi::sqlite3_rollback_hook(self.db, None, std::ptr::null_mut());
+            ffi::sqlite3_wal_hook(self.db, None, std::ptr::null_mut());
+        }
+    }
+}
+
+unsafe fn cstr<'a>(p: *const c_char) -> &'a str {
+    if p.is_null() {
+        ""
+    } else {
+        CStr::from_ptr(p).to_str().unwrap_or("")
+    }
+}
+
+/// Equal SQLite values: same storage class and same content.
+unsafe fn same_value(a: *mut ffi::sqlite3_value, b: *mut ffi::sqlite3_value) -> bool {
+    let ta = ffi::sqlite3_value_type(a);
+    if ta != ffi::sqlite3_value_type(b) {
+        return false;
+    }
+    match ta {
+        ffi::SQLITE_NULL => true,
+        ffi::SQLITE_INTEGER => ffi::sqlite3_value_int64(a) == ffi::sqlite3_value_int64(b),
+        ffi::SQLITE_FLOAT => {
+            ffi::sqlite3_value_double(a).to_bits() == ffi::sqlite3_value_double(b).to_bits()
+        }
+        _ => {
+            let pa = ffi::sqlite3_value_blob(a) as *const u8;
+            let na = ffi::sqlite3_value_bytes(a) as usize;
+            let pb = ffi::sqlite3_value_blob(b) as *const u8;
+            let nb = ffi::sqlite3_value_bytes(b) as usize;
+            na == nb && (na == 0 || std::slice::from_raw_parts(pa, na) == std::slice::from_raw_parts(pb, nb))
+        }
+    }
+}
+
+unsafe extern "C" fn on_preupdate(
+    ctx: *mut c_void,
+    db: *mut ffi::sqlite3,
+    op: c_int,
+    schema: *const c_char,
+    table: *const c_char,
+    key1: i64,
+    key2: i64,
+) {
+    let state = &mut *(ctx as *mut HookState);
+    if !state.tracking.load(Ordering::Relaxed) {
+        return;
+    }
+    // A panic must not cross into C: record conservatively instead of unwinding.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let key = table_key(cstr(schema), cstr(table));
+        let change = state.pending.tables.entry(key).or_default();
+        if change.whole_rows {
+            return;
+        }
+        if op != ffi::SQLITE_UPDATE || key1 != key2 {
+            change.whole_rows = true;
+            return;
+        }
+        let n = ffi::sqlite3_preupdate_count(db);
+        for i in 0..n {
+            if change.column_changed(i as usize) {
+                continue;
+            }
+            let mut old = std::ptr::null_mut();
+            let mut new = std::ptr::null_mut();
+            let ok = ffi::sqlite3_preupdate_old(db, i, &mut old) == ffi::SQLITE_OK
+                && ffi::sqlite3_preupdate_new(db, i, &mut new) == ffi::SQLITE_OK;
+            if !ok || old.is_null() || new.is_null() || !same_value(old, new) {
+                change.mark_column(i as usize);
+            }
+        }
+    }));
+}
+
+unsafe extern "C" fn on_commit(ctx: *mut c_void) -> c_int {
+    let state = &mut *(ctx as *mut HookState);
+    state.committed = true;
+    0
+}
+
+unsafe extern "C" fn on_rollback(ctx: *mut c_void) {
+    let state = &mut *(ctx as *mut HookState);
+    state.pending = ChangeSet::default();
+    state.committed = false;
+}
+
+unsafe extern "C" fn on_wal(ctx: *mut c_void, _db: *mut ffi::sqlite3, _name: *const c_char, pages: c_int) -> c_int {
+    let state = &mut *(ctx as *mut HookState);
+    state.wal_pages = pages;
+    ffi::SQLITE_OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (Connection, ChangeTracker) {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t(a, b, c)").unwrap();
+        let tracker = ChangeTracker::install(&conn, Arc::new(AtomicBool::new(true)));
+        (conn, tracker)
+    }
+
+    #[test]
+    fn records_inserts_and_really_changed_columns() {
+        let (conn, mut tr) = setup();
+        conn.execute("INSERT INTO t VALUES (1, 'x', 2)", []).unwrap();
+        let cs = tr.take_committed().unwrap();
+        assert!(cs.tables["main.t"].whole_rows);
+        conn.execute("UPDATE t SET a = a, b = 'y'", []).unwrap();
+        let cs = tr.take_committed().unwrap();
+        let t = &cs.tables["main.t"];
+        assert!(!t.whole_rows);
+        assert!(!t.column_changed(0));
+        assert!(t.column_changed(1));
+        assert!(!t.column_changed(2));
+        assert!(tr.take_committed().is_none());
+    }
+
+    #[test]
+    fn a_rollback_drops_the_changes() {
+        let (conn, mut tr) = setup();
+        conn.execute_batch("BEGIN; INSERT INTO t VALUES (1,2,3); ROLLBACK").unwrap();
+        assert!(tr.take_committed().is_none());
+        conn.execute_batch("BEGIN; INSERT INTO t VALUES (1,2,3); COMMIT").unwrap();
+        assert!(tr.take_committed().unwrap().tables.contains_key("main.t"));
+    }
+
+    #[test]
+    fn a_noop_update_changes_nothing() {
+        let (conn, mut tr) = setup();
+        conn.execute("INSERT INTO t VALUES (1, 'x', 2)", []).unwrap();
+        tr.take_committed();
+        conn.execute("UPDATE t SET a = a, b = b, c = c", []).unwrap();
+        let cs = tr.take_committed().unwrap();
+        let t = &cs.tables["main.t"];
+        assert!(!t.whole_rows && t.columns.iter().all(|w| *w == 0));
+    }
+}

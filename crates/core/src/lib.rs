@@ -1,0 +1,29 @@
+//! quietsqlite-core: SQLite on native threads, with no Node.js dependency.
+//!
+//! A [`Database`] owns one writer thread (the only read-write connection) and N reader
+//! threads (one read-only connection each, WAL). Requests are queued and return at once;
+//! outcomes arrive through a [`CompletionSink`] as owned buffers that a front end turns into
+//! its own values. Live queries ([`live`]) re-run only when a committed write touches what
+//! they read.
+
+pub mod bind;
+pub mod completion;
+pub mod connection;
+pub mod database;
+pub mod encode;
+pub mod error;
+pub mod hooks;
+pub mod json;
+pub mod query;
+pub mod reader;
+pub mod value;
+pub mod writer;
+
+pub use completion::{Completion, CompletionSink, Output, RequestId};
+pub use connection::OpenOptions;
+pub use database::Database;
+pub use error::{Error, Result};
+pub use query::{ExecOutcome, ReadFormat, ReadOutput};
+pub use reader::ReadJob;
+pub use value::{Params, Value};
+pub use writer::{ChangeListener, TxId, TxMode, WriteJob, WriteKind};

@@ -1,0 +1,180 @@
+//! Running one request's SQL on a connection: prepare (cached), bind, step to the end,
+//! encode. Errors raised while stepping always reach the caller, with the SQL attached.
+
+use crate::bind::bind;
+use crate::encode::{EncodedRows, RowEncoder};
+use crate::error::{Error, Result};
+use crate::json::JsonWriter;
+use crate::value::Params;
+use rusqlite::Connection;
+
+/// What `execute` reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecOutcome {
+    pub changes: u64,
+    pub last_insert_rowid: i64,
+    /// Rows produced by the statement (RETURNING), encoded; `None` when it produced none.
+    pub rows: Option<EncodedRows>,
+}
+
+/// How a read reports its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadFormat {
+    /// The row encoding (see `encode`), at most `max_rows` rows when given.
+    Rows { max_rows: Option<u32> },
+    /// UTF-8 JSON (see `json`).
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReadOutput {
+    Rows(EncodedRows),
+    Json(Vec<u8>),
+}
+
+fn prepare<'c>(conn: &'c Connection, sql: &str) -> Result<rusqlite::CachedStatement<'c>> {
+    conn.prepare_cached(sql).map_err(|e| Error::from(e).with_sql(sql))
+}
+
+/// Runs a query that must not write. Used by readers (read-only connections) and by
+/// `tx.select` on the writer, where the same rule keeps `select` honest.
+pub fn read(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
+    let mut stmt = prepare(conn, sql)?;
+    if !stmt.readonly() {
+        return Err(Error::Sqlite {
+            code: rusqlite::ffi::SQLITE_READONLY,
+            message: "select() runs read-only statements only; use execute() for writes".into(),
+            sql: Some(sql.to_owned()),
+        });
+    }
+    bind(&mut stmt, params).map_err(|e| e.with_sql(sql))?;
+    let was_autocommit = conn.is_autocommit();
+    let out = step_read(&mut stmt, format).map_err(|e| e.with_sql(sql));
+    drop(stmt);
+    // BEGIN counts as read-only to SQLite; on a reader it would pin an old snapshot forever.
+    if was_autocommit && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+        return Err(Error::Range(
+            "select() cannot start a transaction; use db.transaction()".into(),
+        ));
+    }
+    out
+}
+
+fn step_read(stmt: &mut rusqlite::Statement<'_>, format: ReadFormat) -> Result<ReadOutput> {
+    let names: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
+    let mut rows = stmt.raw_query();
+    match format {
+        ReadFormat::Rows { max_rows } => {
+            let mut enc = RowEncoder::new(names.iter().map(String::as_str));
+            let limit = max_rows.unwrap_or(u32::MAX);
+            while enc.rows() < limit {
+                match rows.next()? {
+                    Some(row) => enc.push_row(row),
+                    None => break,
+                }
+            }
+            Ok(ReadOutput::Rows(enc.finish()))
+        }
+        ReadFormat::Json => {
+            let mut w = JsonWriter::new(names.iter().map(String::as_str));
+            while let Some(row) = rows.next()? {
+                w.push_row(row);
+            }
+            Ok(ReadOutput::Json(w.finish()))
+        }
+    }
+}
+
+/// Runs one statement, or with no parameters, every statement of `sql`.
+pub fn execute(conn: &Connection, sql: &str, params: &Params) -> Result<ExecOutcome> {
+    let mut stmt = match conn.prepare_cached(sql) {
+        Ok(s) => s,
+        Err(rusqlite::Error::MultipleStatement) => {
+            if !params.is_empty() {
+                return Err(Error::Range(
+                    "the SQL text holds several statements; parameters need exactly one".into(),
+                ));
+            }
+            return execute_script(conn, sql);
+        }
+        Err(e) => return Err(Error::from(e).with_sql(sql)),
+    };
+    bind(&mut stmt, params).map_err(|e| e.with_sql(sql))?;
+    let before = conn.total_changes();
+    let names: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
+    let mut enc = RowEncoder::new(names.iter().map(String::as_str));
+    {
+        let mut rows = stmt.raw_query();
+        while let Some(row) = rows.next().map_err(|e| Error::from(e).with_sql(sql))? {
+            enc.push_row(row);
+        }
+    }
+    let changed = conn.total_changes() != before;
+    Ok(ExecOutcome {
+        changes: if changed { conn.changes() } else { 0 },
+        last_insert_rowid: conn.last_insert_rowid(),
+        rows: (enc.rows() > 0).then(|| enc.finish()),
+    })
+}
+
+fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
+    let before = conn.total_changes();
+    conn.execute_batch(sql).map_err(|e| Error::from(e).with_sql(sql))?;
+    Ok(ExecOutcome {
+        changes: conn.total_changes() - before,
+        last_insert_rowid: conn.last_insert_rowid(),
+        rows: None,
+    })
+}
+
+/// Prepares once and runs every parameter set, all or nothing: a transaction when none is
+/// open, a savepoint inside one.
+pub fn execute_batch(conn: &Connection, sql: &str, sets: &[Params]) -> Result<u64> {
+    let outer = conn.is_autocommit();
+    conn.execute_batch(if outer { "BEGIN IMMEDIATE" } else { "SAVEPOINT quietsqlite_batch" })?;
+    let result = run_sets(conn, sql, sets);
+    let end = match (&result, outer) {
+        (Ok(_), true) => conn.execute_batch("COMMIT"),
+        (Ok(_), false) => conn.execute_batch("RELEASE quietsqlite_batch"),
+        (Err(_), true) => conn.execute_batch("ROLLBACK"),
+        (Err(_), false) => {
+            conn.execute_batch("ROLLBACK TO quietsqlite_batch; RELEASE quietsqlite_batch")
+        }
+    };
+    match (result, end) {
+        (Err(e), _) => {
+            if outer && !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            Err(e)
+        }
+        (Ok(_), Err(e)) => {
+            if outer && !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            Err(e.into())
+        }
+        (Ok(n), Ok(())) => Ok(n),
+    }
+}
+
+fn run_sets(conn: &Connection, sql: &str, sets: &[Params]) -> Result<u64> {
+    let mut stmt = prepare(conn, sql)?;
+    let mut changes = 0;
+    for (i, params) in sets.iter().enumerate() {
+        let at = |e: Error| match e {
+            Error::Range(m) => Error::Range(format!("parameter set {i}: {m}")),
+            other => other.with_sql(sql),
+        };
+        bind(&mut stmt, params).map_err(at)?;
+        let before = conn.total_changes();
+        let mut rows = stmt.raw_query();
+        while rows.next().map_err(|e| at(e.into()))?.is_some() {}
+        drop(rows);
+        if conn.total_changes() != before {
+            changes += conn.changes();
+        }
+    }
+    Ok(changes)
+}

@@ -1,0 +1,258 @@
+//! The writer thread: owns the only read-write connection. Requests run in FIFO order; an
+//! interactive transaction holds the queue from BEGIN to COMMIT/ROLLBACK, and requests of
+//! anyone else wait, in order, until it ends. Committed changes are published to the
+//! change listener (live queries); checkpoints run when the writer is idle.
+
+use crate::completion::{panic_message, Completion, CompletionSink, Countdown, Output, RequestId};
+use crate::error::{Error, Result};
+use crate::hooks::{ChangeSet, ChangeTracker};
+use crate::query::{self, ReadFormat};
+use crate::reader::ReaderMsg;
+use crate::value::Params;
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use rusqlite::Connection;
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+pub type TxId = u32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxMode {
+    Deferred,
+    Immediate,
+    Exclusive,
+}
+
+#[derive(Debug)]
+pub enum WriteKind {
+    Execute { sql: String, params: Params },
+    /// A read on the writer connection (inside a transaction it sees uncommitted writes).
+    Read { sql: String, params: Params, format: ReadFormat },
+    Batch { sql: String, sets: Vec<Params> },
+    Begin { mode: TxMode },
+    Commit,
+    Rollback,
+}
+
+#[derive(Debug)]
+pub struct WriteJob {
+    pub id: RequestId,
+    /// The transaction this request belongs to; `Begin` names the one it starts.
+    pub tx: Option<TxId>,
+    pub kind: WriteKind,
+}
+
+pub(crate) enum WriterMsg {
+    Job(WriteJob),
+    Stop(Arc<Countdown>),
+}
+
+/// Told about every committed transaction that changed something.
+pub trait ChangeListener: Send + Sync {
+    fn committed(&self, changes: ChangeSet, schema_changed: bool);
+}
+
+/// WAL pages after which an idle writer checkpoints, and after which it does so even when busy.
+const CHECKPOINT_IDLE_PAGES: i32 = 1000;
+const CHECKPOINT_BUSY_PAGES: i32 = 20_000;
+
+pub(crate) struct Writer {
+    // Declared before `conn`: the hooks are unregistered before the connection closes.
+    tracker: ChangeTracker,
+    conn: Connection,
+    sink: Arc<dyn CompletionSink>,
+    listener: Arc<dyn ChangeListener>,
+    readers: Sender<ReaderMsg>,
+    reader_count: usize,
+    held_by: Option<TxId>,
+    deferred: VecDeque<WriterMsg>,
+    schema_version: i64,
+    in_memory: bool,
+}
+
+impl Writer {
+    pub fn new(
+        conn: Connection,
+        sink: Arc<dyn CompletionSink>,
+        listener: Arc<dyn ChangeListener>,
+        tracking: Arc<AtomicBool>,
+        readers: Sender<ReaderMsg>,
+        reader_count: usize,
+        in_memory: bool,
+    ) -> Result<Self> {
+        let tracker = ChangeTracker::install(&conn, tracking);
+        let schema_version = conn.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
+        Ok(Writer {
+            tracker,
+            conn,
+            sink,
+            listener,
+            readers,
+            reader_count,
+            held_by: None,
+            deferred: VecDeque::new(),
+            schema_version,
+            in_memory,
+        })
+    }
+
+    pub fn run(mut self, queue: Receiver<WriterMsg>) {
+        while let Some(msg) = self.next(&queue) {
+            match msg {
+                WriterMsg::Job(job) => {
+                    let id = job.id;
+                    let result = catch_unwind(AssertUnwindSafe(|| self.handle(job)))
+                        .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
+                    self.publish_changes();
+                    self.sink.complete(Completion { id, result });
+                }
+                WriterMsg::Stop(countdown) => {
+                    if !self.conn.is_autocommit() {
+                        let _ = self.conn.execute_batch("ROLLBACK");
+                    }
+                    if !self.in_memory {
+                        let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)");
+                    }
+                    for _ in 0..self.reader_count {
+                        let _ = self.readers.send(ReaderMsg::Stop(countdown.clone()));
+                    }
+                    drop(self);
+                    countdown.done();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The next message to run: while a transaction holds the queue, only its own requests;
+    /// everything else waits in `deferred`, in arrival order.
+    fn next(&mut self, queue: &Receiver<WriterMsg>) -> Option<WriterMsg> {
+        if let Some(tx) = self.held_by {
+            let mine = |m: &WriterMsg| matches!(m, WriterMsg::Job(j) if j.tx == Some(tx));
+            if let Some(pos) = self.deferred.iter().position(mine) {
+                return self.deferred.remove(pos);
+            }
+            loop {
+                let m = queue.recv().ok()?;
+                if mine(&m) {
+                    return Some(m);
+                }
+                self.deferred.push_back(m);
+            }
+        }
+        if let Some(m) = self.deferred.pop_front() {
+            return Some(m);
+        }
+        match queue.try_recv() {
+            Ok(m) => Some(m),
+            Err(TryRecvError::Disconnected) => None,
+            Err(TryRecvError::Empty) => {
+                self.idle_checkpoint(CHECKPOINT_IDLE_PAGES);
+                queue.recv().ok()
+            }
+        }
+    }
+
+    fn idle_checkpoint(&mut self, threshold: i32) {
+        if self.in_memory || self.tracker.wal_pages() < threshold || !self.conn.is_autocommit() {
+            return;
+        }
+        // PASSIVE never waits for readers; what it cannot copy now it copies next time.
+        if self.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)").is_ok() {
+            self.tracker.reset_wal_pages();
+        }
+    }
+
+    fn handle(&mut self, job: WriteJob) -> Result<Output> {
+        match (&job.kind, job.tx, self.held_by) {
+            (WriteKind::Begin { .. }, Some(_), None) => {}
+            (WriteKind::Begin { .. }, _, _) => {
+                return Err(Error::Internal("BEGIN while a transaction holds the writer".into()))
+            }
+            (_, Some(t), held) if held != Some(t) => {
+                return Err(Error::TransactionEnded(
+                    "this transaction has already ended; use the database instead".into(),
+                ))
+            }
+            _ => {}
+        }
+        let in_tx = self.held_by.is_some();
+        let out = match job.kind {
+            WriteKind::Execute { sql, params } => {
+                let out = query::execute(&self.conn, &sql, &params).map(Output::Exec);
+                if !in_tx && !self.conn.is_autocommit() {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    return Err(Error::Range(
+                        "execute() may not leave a transaction open; use db.transaction()".into(),
+                    ));
+                }
+                out
+            }
+            WriteKind::Read { sql, params, format } => {
+                query::read(&self.conn, &sql, &params, format).map(Output::Read)
+            }
+            WriteKind::Batch { sql, sets } => {
+                query::execute_batch(&self.conn, &sql, &sets).map(|changes| Output::Batch { changes })
+            }
+            WriteKind::Begin { mode } => {
+                let sql = match mode {
+                    TxMode::Deferred => "BEGIN DEFERRED",
+                    TxMode::Immediate => "BEGIN IMMEDIATE",
+                    TxMode::Exclusive => "BEGIN EXCLUSIVE",
+                };
+                self.conn.execute_batch(sql)?;
+                self.held_by = job.tx;
+                Ok(Output::Done)
+            }
+            WriteKind::Commit => {
+                self.held_by = None;
+                if self.conn.is_autocommit() {
+                    return Ok(Output::Done);
+                }
+                match self.conn.execute_batch("COMMIT") {
+                    Ok(()) => Ok(Output::Done),
+                    Err(e) => {
+                        // A failed COMMIT (deferred constraint) leaves the transaction open:
+                        // roll it back so the next transaction starts clean.
+                        if !self.conn.is_autocommit() {
+                            let _ = self.conn.execute_batch("ROLLBACK");
+                        }
+                        Err(e.into())
+                    }
+                }
+            }
+            WriteKind::Rollback => {
+                self.held_by = None;
+                if !self.conn.is_autocommit() {
+                    self.conn.execute_batch("ROLLBACK")?;
+                }
+                Ok(Output::Done)
+            }
+        };
+        if self.held_by.is_none() {
+            self.idle_checkpoint(CHECKPOINT_BUSY_PAGES);
+        }
+        out
+    }
+
+    fn publish_changes(&mut self) {
+        let Some(changes) = self.tracker.take_committed() else { return };
+        let version: i64 = self
+            .conn
+            .prepare_cached("PRAGMA schema_version")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .unwrap_or(self.schema_version);
+        let schema_changed = version != self.schema_version;
+        self.schema_version = version;
+        if schema_changed {
+            // Statements prepared against the old schema re-prepare themselves; the cache
+            // is flushed so column lists are read afresh.
+            self.conn.flush_prepared_statement_cache();
+        }
+        if !changes.is_empty() || schema_changed {
+            self.listener.committed(changes, schema_changed);
+        }
+    }
+}

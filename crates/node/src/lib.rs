@@ -1,0 +1,212 @@
+//! quietsqlite's Node-API binding. Thin by design: JS values in (`values`), completions
+//! out (`sink`); every rule about SQL, threads and caching lives in quietsqlite-core.
+
+mod sink;
+mod values;
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi_derive::napi;
+use quietsqlite_core::connection::OpenOptions;
+use quietsqlite_core::hooks::ChangeSet;
+use quietsqlite_core::{
+    ChangeListener, Database, Error as CoreError, Params, ReadFormat, ReadJob, TxMode, WriteJob, WriteKind,
+};
+use sink::NodeSink;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use values::ParamError;
+
+/// Throws a TypeError/RangeError (or the pending napi failure) and tells napi-rs not to
+/// throw again.
+fn throw(env: &Env, e: ParamError) -> napi::Error {
+    let raw = env.raw();
+    unsafe {
+        match e {
+            ParamError::Type(m) => throw_msg(raw, m, sys::napi_throw_type_error),
+            ParamError::Range(m) => throw_msg(raw, m, sys::napi_throw_range_error),
+            ParamError::Napi(status) => return napi::Error::from_status(Status::from(status)),
+        }
+    }
+    napi::Error::from_status(Status::PendingException)
+}
+
+unsafe fn throw_msg(
+    env: sys::napi_env,
+    msg: String,
+    f: unsafe extern "C" fn(sys::napi_env, *const std::ffi::c_char, *const std::ffi::c_char) -> sys::napi_status,
+) {
+    let c = std::ffi::CString::new(msg.replace('\0', "\\0")).unwrap_or_default();
+    f(env, std::ptr::null(), c.as_ptr());
+}
+
+/// A core error raised synchronously (closed database, read-only) as a JS error the TS
+/// layer recognises: `[kind, message, code, errno, sql]` on `err.quietsqlite`.
+fn core_error(env: &Env, e: CoreError) -> napi::Error {
+    unsafe {
+        let raw = env.raw();
+        let mut msg = std::ptr::null_mut();
+        let text = e.to_string();
+        sys::napi_create_string_utf8(raw, text.as_ptr() as *const _, text.len() as isize, &mut msg);
+        let mut err = std::ptr::null_mut();
+        sys::napi_create_error(raw, std::ptr::null_mut(), msg, &mut err);
+        if let Ok(detail) = values::error_to_js(raw, &e) {
+            sys::napi_set_named_property(raw, err, c"quietsqlite".as_ptr(), detail);
+        }
+        sys::napi_throw(raw, err);
+    }
+    napi::Error::from_status(Status::PendingException)
+}
+
+// Live queries arrive with the live module; until a stream exists nothing listens.
+struct NoListener;
+impl ChangeListener for NoListener {
+    fn committed(&self, _changes: ChangeSet, _schema_changed: bool) {}
+}
+
+#[napi(object)]
+pub struct NativeOpenOptions {
+    pub readers: u32,
+    pub readonly: bool,
+    pub busy_timeout: u32,
+    /// `[name, value]` pairs, values already rendered as SQL.
+    pub pragmas: Vec<Vec<String>>,
+}
+
+#[napi]
+pub struct NativeDatabase {
+    db: Database,
+    sink: Arc<NodeSink>,
+}
+
+fn tx_of(tx: u32) -> Option<u32> {
+    (tx != 0).then_some(tx)
+}
+
+fn read_format(format: u32) -> ReadFormat {
+    match format {
+        1 => ReadFormat::Rows { max_rows: Some(1) },
+        2 => ReadFormat::Json,
+        _ => ReadFormat::Rows { max_rows: None },
+    }
+}
+
+#[napi]
+impl NativeDatabase {
+    /// Starts the threads; `open_id` completes through `on_complete` once connections are open.
+    #[napi(constructor)]
+    pub fn new(
+        env: Env,
+        path: String,
+        options: NativeOpenOptions,
+        on_complete: Unknown,
+        open_id: u32,
+    ) -> Result<Self> {
+        let sink = unsafe { NodeSink::new(env.raw(), on_complete.raw()) }
+            .map_err(|s| napi::Error::from_status(Status::from(s)))?;
+        unsafe {
+            let hook_arg = Arc::into_raw(sink.clone()) as *mut std::ffi::c_void;
+            sys::napi_add_env_cleanup_hook(env.raw(), Some(sink::on_env_cleanup), hook_arg);
+        }
+        let mut opts = OpenOptions::new(path);
+        opts.readers = options.readers as usize;
+        opts.readonly = options.readonly;
+        opts.busy_timeout_ms = options.busy_timeout;
+        opts.pragmas = options
+            .pragmas
+            .into_iter()
+            .filter_map(|p| match <[String; 2]>::try_from(p) {
+                Ok([k, v]) => Some((k, v)),
+                Err(_) => None,
+            })
+            .collect();
+        let db = Database::open(
+            opts,
+            sink.clone(),
+            Arc::new(NoListener),
+            Arc::new(AtomicBool::new(false)),
+            open_id,
+        )
+        .map_err(|e| core_error(&env, e))?;
+        Ok(NativeDatabase { db, sink })
+    }
+
+    /// A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
+    #[napi]
+    pub fn read(&self, env: Env, id: u32, sql: String, params: Unknown, format: u32) -> Result<()> {
+        let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+        self.db
+            .read(ReadJob { id, sql, params, format: read_format(format) })
+            .map_err(|e| core_error(&env, e))
+    }
+
+    /// A read on the writer connection (inside a transaction: sees its uncommitted writes).
+    #[napi]
+    pub fn writer_read(&self, env: Env, id: u32, tx: u32, sql: String, params: Unknown, format: u32) -> Result<()> {
+        let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+        self.submit(&env, id, tx, WriteKind::Read { sql, params, format: read_format(format) })
+    }
+
+    #[napi]
+    pub fn execute(&self, env: Env, id: u32, tx: u32, sql: String, params: Unknown) -> Result<()> {
+        let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+        self.submit(&env, id, tx, WriteKind::Execute { sql, params })
+    }
+
+    #[napi]
+    pub fn execute_batch(&self, env: Env, id: u32, tx: u32, sql: String, param_sets: Unknown) -> Result<()> {
+        let sets: Vec<Params> =
+            unsafe { values::to_param_sets(env.raw(), param_sets.raw()) }.map_err(|e| throw(&env, e))?;
+        self.submit(&env, id, tx, WriteKind::Batch { sql, sets })
+    }
+
+    /// `mode`: 0 deferred, 1 immediate, 2 exclusive.
+    #[napi]
+    pub fn begin(&self, env: Env, id: u32, tx: u32, mode: u32) -> Result<()> {
+        let mode = match mode {
+            0 => TxMode::Deferred,
+            2 => TxMode::Exclusive,
+            _ => TxMode::Immediate,
+        };
+        self.submit(&env, id, tx, WriteKind::Begin { mode })
+    }
+
+    #[napi]
+    pub fn commit(&self, env: Env, id: u32, tx: u32) -> Result<()> {
+        self.submit(&env, id, tx, WriteKind::Commit)
+    }
+
+    #[napi]
+    pub fn rollback(&self, env: Env, id: u32, tx: u32) -> Result<()> {
+        self.submit(&env, id, tx, WriteKind::Rollback)
+    }
+
+    /// Stops accepting requests; `id` completes when every connection is closed.
+    #[napi]
+    pub fn close(&self, id: u32) {
+        self.db.close(id);
+    }
+
+    /// Stops delivering completions (after the close completion arrived).
+    #[napi]
+    pub fn dispose(&self) {
+        self.sink.release();
+    }
+
+    /// Keeps the process alive while work is in flight, and lets it exit when idle.
+    #[napi]
+    pub fn keep_alive(&self, env: Env, on: bool) {
+        unsafe { self.sink.set_ref(env.raw(), on) }
+    }
+
+    #[napi]
+    pub fn panic_for_tests(&self, env: Env, id: u32) -> Result<()> {
+        self.db.panic_for_tests(id).map_err(|e| core_error(&env, e))
+    }
+}
+
+impl NativeDatabase {
+    fn submit(&self, env: &Env, id: u32, tx: u32, kind: WriteKind) -> Result<()> {
+        self.db.write(WriteJob { id, tx: tx_of(tx), kind }).map_err(|e| core_error(env, e))
+    }
+}

@@ -1,0 +1,167 @@
+//! Completions to JavaScript: threads push onto one queue; the first push after the queue
+//! was drained wakes the JS thread (a threadsafe function call); the JS-thread callback
+//! drains everything queued by then and hands it to JS in ONE call, so many completions
+//! share one wake-up.
+
+use crate::values::{completion_to_js, NapiResult};
+use napi::sys;
+use quietsqlite_core::{Completion, CompletionSink};
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::{Arc, Mutex};
+
+struct Queue {
+    items: Vec<Completion>,
+    /// Set once the threadsafe function may no longer be called (closed or env teardown).
+    released: bool,
+}
+
+pub struct NodeSink {
+    queue: Mutex<Queue>,
+    tsfn: sys::napi_threadsafe_function,
+}
+
+// The raw tsfn handle is designed to be called from any thread; every call is guarded by
+// the queue's mutex and the `released` flag.
+unsafe impl Send for NodeSink {}
+unsafe impl Sync for NodeSink {}
+
+impl NodeSink {
+    /// Creates the threadsafe function around `callback(batch)`; starts unref'd so an idle
+    /// database never keeps the process alive.
+    pub unsafe fn new(env: sys::napi_env, callback: sys::napi_value) -> NapiResult<Arc<NodeSink>> {
+        let mut name = ptr::null_mut();
+        check(sys::napi_create_string_utf8(env, c"quietsqlite".as_ptr(), 11, &mut name))?;
+        // Two-phase init: the tsfn needs the sink's address as context, the sink the tsfn.
+        let sink = Arc::new(NodeSink {
+            queue: Mutex::new(Queue { items: Vec::new(), released: false }),
+            tsfn: ptr::null_mut(),
+        });
+        let context = Arc::into_raw(sink.clone()) as *mut c_void;
+        let mut tsfn = ptr::null_mut();
+        let status = sys::napi_create_threadsafe_function(
+            env,
+            callback,
+            ptr::null_mut(),
+            name,
+            0,
+            1,
+            context,
+            Some(finalize_tsfn),
+            context,
+            Some(call_js),
+            &mut tsfn,
+        );
+        if status != sys::Status::napi_ok {
+            drop(Arc::from_raw(context as *const NodeSink));
+            return Err(status);
+        }
+        // Safe: nobody else can observe the sink yet (no thread has it).
+        let raw = Arc::as_ptr(&sink) as *mut NodeSink;
+        (*raw).tsfn = tsfn;
+        check(sys::napi_unref_threadsafe_function(env, tsfn))?;
+        Ok(sink)
+    }
+
+    pub unsafe fn set_ref(&self, env: sys::napi_env, keep_alive: bool) {
+        let q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if q.released {
+            return;
+        }
+        if keep_alive {
+            sys::napi_ref_threadsafe_function(env, self.tsfn);
+        } else {
+            sys::napi_unref_threadsafe_function(env, self.tsfn);
+        }
+    }
+
+    /// Stops all further calls into JS and lets Node free the threadsafe function.
+    pub fn release(&self) {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if q.released {
+            return;
+        }
+        q.released = true;
+        q.items.clear();
+        unsafe {
+            sys::napi_release_threadsafe_function(self.tsfn, sys::ThreadsafeFunctionReleaseMode::release);
+        }
+    }
+
+    /// Marks the sink unusable without touching the tsfn (Node is freeing it already).
+    fn mark_released(&self) {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        q.released = true;
+        q.items.clear();
+    }
+
+    fn drain(&self) -> Vec<Completion> {
+        std::mem::take(&mut self.queue.lock().unwrap_or_else(|p| p.into_inner()).items)
+    }
+}
+
+impl CompletionSink for NodeSink {
+    fn complete(&self, completion: Completion) {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if q.released {
+            return;
+        }
+        let was_empty = q.items.is_empty();
+        q.items.push(completion);
+        if was_empty {
+            // Non-blocking on an unbounded queue: napi_ok, or napi_closing during teardown.
+            unsafe {
+                sys::napi_call_threadsafe_function(
+                    self.tsfn,
+                    ptr::null_mut(),
+                    sys::ThreadsafeFunctionCallMode::nonblocking,
+                );
+            }
+        }
+    }
+}
+
+pub fn check(status: sys::napi_status) -> NapiResult<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(status)
+    }
+}
+
+unsafe extern "C" fn call_js(env: sys::napi_env, callback: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
+    if env.is_null() || context.is_null() {
+        return;
+    }
+    let sink = &*(context as *const NodeSink);
+    let batch = sink.drain();
+    if batch.is_empty() {
+        return;
+    }
+    let mut array = ptr::null_mut();
+    if sys::napi_create_array_with_length(env, batch.len() * 3, &mut array) != sys::Status::napi_ok {
+        return;
+    }
+    for (i, c) in batch.into_iter().enumerate() {
+        // A conversion failure (out of memory) leaves a pending exception that Node reports.
+        if completion_to_js(env, array, (i * 3) as u32, c).is_err() {
+            return;
+        }
+    }
+    let mut undefined = ptr::null_mut();
+    sys::napi_get_undefined(env, &mut undefined);
+    let mut result = ptr::null_mut();
+    let argv = [array];
+    sys::napi_call_function(env, undefined, callback, 1, argv.as_ptr(), &mut result);
+}
+
+unsafe extern "C" fn finalize_tsfn(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    let sink = Arc::from_raw(data as *const NodeSink);
+    sink.mark_released();
+}
+
+/// Env teardown (a Worker terminated, the process exiting): stop calling into JS.
+pub unsafe extern "C" fn on_env_cleanup(arg: *mut c_void) {
+    let sink = Arc::from_raw(arg as *const NodeSink);
+    sink.mark_released();
+}

@@ -1,0 +1,342 @@
+//! Conversion at the boundary, and nothing else: JS parameters to core values, core
+//! completions to JS values. Raw Node-API calls: this is the hottest code of the binding.
+
+use napi::sys;
+use quietsqlite_core::error::code_name;
+use quietsqlite_core::{Completion, Error, Output, Params, ReadOutput, Value};
+use std::ffi::c_void;
+use std::ptr;
+
+pub type NapiResult<T> = Result<T, sys::napi_status>;
+
+/// A parameter that cannot be converted: the message names it.
+pub enum ParamError {
+    Type(String),
+    Range(String),
+    Napi(sys::napi_status),
+}
+
+impl From<sys::napi_status> for ParamError {
+    fn from(s: sys::napi_status) -> Self {
+        ParamError::Napi(s)
+    }
+}
+
+fn ok(status: sys::napi_status) -> NapiResult<()> {
+    crate::sink::check(status)
+}
+
+unsafe fn type_of(env: sys::napi_env, v: sys::napi_value) -> NapiResult<sys::napi_valuetype> {
+    let mut t = 0;
+    ok(sys::napi_typeof(env, v, &mut t))?;
+    Ok(t)
+}
+
+pub unsafe fn get_string(env: sys::napi_env, v: sys::napi_value) -> NapiResult<String> {
+    let mut len = 0usize;
+    ok(sys::napi_get_value_string_utf8(env, v, ptr::null_mut(), 0, &mut len))?;
+    let mut buf: Vec<u8> = Vec::with_capacity(len + 1);
+    let mut written = 0usize;
+    ok(sys::napi_get_value_string_utf8(env, v, buf.as_mut_ptr() as *mut _, len + 1, &mut written))?;
+    buf.set_len(written);
+    // Node writes valid UTF-8 (lone surrogates become U+FFFD).
+    Ok(String::from_utf8_unchecked(buf))
+}
+
+/// One parameter value. `name` says which parameter, for error messages.
+pub unsafe fn to_value(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn() -> String) -> Result<Value, ParamError> {
+    match type_of(env, v)? {
+        sys::ValueType::napi_number => {
+            let mut f = 0f64;
+            ok(sys::napi_get_value_double(env, v, &mut f))?;
+            // Integral numbers bind as INTEGER, others as REAL (2^63 itself does not fit).
+            if f.fract() == 0.0 && f >= -9.223_372_036_854_776e18 && f < 9.223_372_036_854_776e18 {
+                Ok(Value::Integer(f as i64))
+            } else {
+                Ok(Value::Real(f))
+            }
+        }
+        sys::ValueType::napi_string => Ok(Value::Text(get_string(env, v)?)),
+        sys::ValueType::napi_null | sys::ValueType::napi_undefined => Ok(Value::Null),
+        sys::ValueType::napi_boolean => {
+            let mut b = false;
+            ok(sys::napi_get_value_bool(env, v, &mut b))?;
+            Ok(Value::Integer(b as i64))
+        }
+        sys::ValueType::napi_bigint => {
+            let mut i = 0i64;
+            let mut lossless = false;
+            ok(sys::napi_get_value_bigint_int64(env, v, &mut i, &mut lossless))?;
+            if !lossless {
+                return Err(ParamError::Range(format!(
+                    "{} is a BigInt outside the 64-bit signed integer range",
+                    name()
+                )));
+            }
+            Ok(Value::Integer(i))
+        }
+        sys::ValueType::napi_object => {
+            if let Some(bytes) = view_bytes(env, v)? {
+                return Ok(Value::Blob(bytes.to_vec()));
+            }
+            Err(ParamError::Type(format!(
+                "{} has an unsupported type (object); use a number, bigint, string, boolean, null, Buffer or typed array",
+                name()
+            )))
+        }
+        other => {
+            let t = match other {
+                sys::ValueType::napi_function => "function",
+                sys::ValueType::napi_symbol => "symbol",
+                sys::ValueType::napi_external => "external",
+                _ => "unknown",
+            };
+            Err(ParamError::Type(format!(
+                "{} has an unsupported type ({t}); use a number, bigint, string, boolean, null, Buffer or typed array",
+                name()
+            )))
+        }
+    }
+}
+
+/// The bytes of a Buffer, typed array or DataView; `None` for any other object.
+unsafe fn view_bytes<'a>(env: sys::napi_env, v: sys::napi_value) -> NapiResult<Option<&'a [u8]>> {
+    let mut is = false;
+    ok(sys::napi_is_typedarray(env, v, &mut is))?;
+    if is {
+        let mut kind = 0;
+        let mut length = 0usize;
+        let mut data: *mut c_void = ptr::null_mut();
+        let mut ab = ptr::null_mut();
+        let mut offset = 0usize;
+        ok(sys::napi_get_typedarray_info(env, v, &mut kind, &mut length, &mut data, &mut ab, &mut offset))?;
+        let elem = match kind {
+            sys::TypedarrayType::int8_array | sys::TypedarrayType::uint8_array | sys::TypedarrayType::uint8_clamped_array => 1,
+            sys::TypedarrayType::int16_array | sys::TypedarrayType::uint16_array => 2,
+            sys::TypedarrayType::int32_array | sys::TypedarrayType::uint32_array | sys::TypedarrayType::float32_array => 4,
+            _ => 8,
+        };
+        return Ok(Some(slice(data, length * elem)));
+    }
+    ok(sys::napi_is_dataview(env, v, &mut is))?;
+    if is {
+        let mut length = 0usize;
+        let mut data: *mut c_void = ptr::null_mut();
+        let mut ab = ptr::null_mut();
+        let mut offset = 0usize;
+        ok(sys::napi_get_dataview_info(env, v, &mut length, &mut data, &mut ab, &mut offset))?;
+        return Ok(Some(slice(data, length)));
+    }
+    Ok(None)
+}
+
+unsafe fn slice<'a>(data: *mut c_void, len: usize) -> &'a [u8] {
+    if len == 0 || data.is_null() {
+        &[]
+    } else {
+        std::slice::from_raw_parts(data as *const u8, len)
+    }
+}
+
+unsafe fn array_len(env: sys::napi_env, v: sys::napi_value) -> NapiResult<Option<u32>> {
+    let mut is = false;
+    ok(sys::napi_is_array(env, v, &mut is))?;
+    if !is {
+        return Ok(None);
+    }
+    let mut n = 0u32;
+    ok(sys::napi_get_array_length(env, v, &mut n))?;
+    Ok(Some(n))
+}
+
+/// Parameters: undefined/null (none), an array (positional) or a plain object (named).
+pub unsafe fn to_params(env: sys::napi_env, v: sys::napi_value, label: &str) -> Result<Params, ParamError> {
+    match type_of(env, v)? {
+        sys::ValueType::napi_undefined | sys::ValueType::napi_null => return Ok(Params::None),
+        sys::ValueType::napi_object => {}
+        _ => return Err(ParamError::Type(format!("{label} must be an array or an object"))),
+    }
+    if let Some(n) = array_len(env, v)? {
+        let mut values = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let mut item = ptr::null_mut();
+            ok(sys::napi_get_element(env, v, i, &mut item))?;
+            values.push(to_value(env, item, &|| format!("{label}[{i}]"))?);
+        }
+        return Ok(Params::Positional(values));
+    }
+    if view_bytes(env, v)?.is_some() {
+        return Err(ParamError::Type(format!(
+            "{label} must be an array or an object (a lone Buffer needs wrapping in an array)"
+        )));
+    }
+    let mut keys = ptr::null_mut();
+    ok(sys::napi_get_all_property_names(
+        env,
+        v,
+        sys::KeyCollectionMode::own_only,
+        sys::KeyFilter::enumerable | sys::KeyFilter::skip_symbols,
+        sys::KeyConversion::numbers_to_strings,
+        &mut keys,
+    ))?;
+    let mut n = 0u32;
+    ok(sys::napi_get_array_length(env, keys, &mut n))?;
+    let mut pairs = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let mut key = ptr::null_mut();
+        ok(sys::napi_get_element(env, keys, i, &mut key))?;
+        let mut item = ptr::null_mut();
+        ok(sys::napi_get_property(env, v, key, &mut item))?;
+        let name = get_string(env, key)?;
+        let value = to_value(env, item, &|| format!("{label}.{name}"))?;
+        pairs.push((name, value));
+    }
+    Ok(Params::Named(pairs))
+}
+
+/// `executeBatch` parameter sets: an array of arrays or objects.
+pub unsafe fn to_param_sets(env: sys::napi_env, v: sys::napi_value) -> Result<Vec<Params>, ParamError> {
+    let Some(n) = array_len(env, v)? else {
+        return Err(ParamError::Type("paramSets must be an array of arrays or objects".into()));
+    };
+    let mut sets = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let mut item = ptr::null_mut();
+        ok(sys::napi_get_element(env, v, i, &mut item))?;
+        match type_of(env, item)? {
+            sys::ValueType::napi_object => {}
+            _ => return Err(ParamError::Type(format!("paramSets[{i}] must be an array or an object"))),
+        }
+        sets.push(to_params(env, item, &format!("paramSets[{i}]"))?);
+    }
+    Ok(sets)
+}
+
+// ---- completions to JS ----
+
+unsafe extern "C" fn free_vec(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+    drop(Box::from_raw(hint as *mut Vec<u8>));
+}
+
+/// A Buffer that takes the bytes over without copying; a copy where external buffers are
+/// refused (Electron).
+unsafe fn buffer(env: sys::napi_env, bytes: Vec<u8>) -> NapiResult<sys::napi_value> {
+    let mut out = ptr::null_mut();
+    if bytes.is_empty() {
+        ok(sys::napi_create_buffer(env, 0, ptr::null_mut(), &mut out))?;
+        return Ok(out);
+    }
+    let boxed = Box::new(bytes);
+    let data = boxed.as_ptr() as *mut c_void;
+    let len = boxed.len();
+    let hint = Box::into_raw(boxed);
+    let status = sys::napi_create_external_buffer(env, len, data, Some(free_vec), hint as *mut c_void, &mut out);
+    if status == sys::Status::napi_ok {
+        return Ok(out);
+    }
+    let bytes = Box::from_raw(hint);
+    if status == sys::Status::napi_no_external_buffers_allowed {
+        let mut copy_data = ptr::null_mut();
+        ok(sys::napi_create_buffer_copy(env, len, bytes.as_ptr() as *const c_void, &mut copy_data, &mut out))?;
+        return Ok(out);
+    }
+    Err(status)
+}
+
+unsafe fn number(env: sys::napi_env, f: f64) -> NapiResult<sys::napi_value> {
+    let mut out = ptr::null_mut();
+    ok(sys::napi_create_double(env, f, &mut out))?;
+    Ok(out)
+}
+
+/// An i64 as a number when it is exact, else as a BigInt (the JS side applies intMode).
+unsafe fn int64(env: sys::napi_env, i: i64) -> NapiResult<sys::napi_value> {
+    if i.unsigned_abs() <= (1u64 << 53) - 1 {
+        return number(env, i as f64);
+    }
+    let mut out = ptr::null_mut();
+    ok(sys::napi_create_bigint_int64(env, i, &mut out))?;
+    Ok(out)
+}
+
+unsafe fn string(env: sys::napi_env, s: &str) -> NapiResult<sys::napi_value> {
+    let mut out = ptr::null_mut();
+    ok(sys::napi_create_string_utf8(env, s.as_ptr() as *const _, s.len() as isize, &mut out))?;
+    Ok(out)
+}
+
+unsafe fn set(env: sys::napi_env, array: sys::napi_value, i: u32, v: sys::napi_value) -> NapiResult<()> {
+    ok(sys::napi_set_element(env, array, i, v))
+}
+
+/// Error kinds, as the JS side maps them to classes.
+pub const ERR_SQLITE: f64 = 1.0;
+pub const ERR_RANGE: f64 = 2.0;
+pub const ERR_TYPE: f64 = 3.0;
+pub const ERR_CLOSED: f64 = 4.0;
+pub const ERR_TX_ENDED: f64 = 5.0;
+pub const ERR_INTERNAL: f64 = 6.0;
+
+/// `[kind, message, codeName, errno, sql]`
+pub unsafe fn error_to_js(env: sys::napi_env, e: &Error) -> NapiResult<sys::napi_value> {
+    let mut arr = ptr::null_mut();
+    ok(sys::napi_create_array_with_length(env, 5, &mut arr))?;
+    let mut null = ptr::null_mut();
+    ok(sys::napi_get_null(env, &mut null))?;
+    let (kind, message, code, errno, sql) = match e {
+        Error::Sqlite { code, message, sql } => {
+            (ERR_SQLITE, message.clone(), Some(code_name(*code)), Some(*code), sql.as_deref())
+        }
+        Error::Range(m) => (ERR_RANGE, m.clone(), None, None, None),
+        Error::Type(m) => (ERR_TYPE, m.clone(), None, None, None),
+        Error::Closed(m) => (ERR_CLOSED, m.clone(), None, None, None),
+        Error::TransactionEnded(m) => (ERR_TX_ENDED, m.clone(), None, None, None),
+        other => (ERR_INTERNAL, other.to_string(), None, None, None),
+    };
+    set(env, arr, 0, number(env, kind)?)?;
+    set(env, arr, 1, string(env, &message)?)?;
+    set(env, arr, 2, match code { Some(c) => string(env, &c)?, None => null })?;
+    set(env, arr, 3, match errno { Some(n) => number(env, n as f64)?, None => null })?;
+    set(env, arr, 4, match sql { Some(s) => string(env, s)?, None => null })?;
+    Ok(arr)
+}
+
+/// Writes `id, status, payload` at `at` in the batch array. Status 0: ok, 1: error.
+pub unsafe fn completion_to_js(env: sys::napi_env, batch: sys::napi_value, at: u32, c: Completion) -> NapiResult<()> {
+    set(env, batch, at, number(env, c.id as f64)?)?;
+    let (status, payload) = match c.result {
+        Ok(out) => (0.0, output_to_js(env, out)?),
+        Err(e) => (1.0, error_to_js(env, &e)?),
+    };
+    set(env, batch, at + 1, number(env, status)?)?;
+    set(env, batch, at + 2, payload)
+}
+
+unsafe fn output_to_js(env: sys::napi_env, out: Output) -> NapiResult<sys::napi_value> {
+    match out {
+        Output::Read(ReadOutput::Rows(rows)) | Output::Emission(rows) => buffer(env, rows.bytes),
+        Output::Read(ReadOutput::Json(bytes)) => buffer(env, bytes),
+        Output::Exec(e) => {
+            let mut arr = ptr::null_mut();
+            ok(sys::napi_create_array_with_length(env, 3, &mut arr))?;
+            set(env, arr, 0, number(env, e.changes as f64)?)?;
+            set(env, arr, 1, int64(env, e.last_insert_rowid)?)?;
+            let rows = match e.rows {
+                Some(r) => buffer(env, r.bytes)?,
+                None => {
+                    let mut null = ptr::null_mut();
+                    ok(sys::napi_get_null(env, &mut null))?;
+                    null
+                }
+            };
+            set(env, arr, 2, rows)?;
+            Ok(arr)
+        }
+        Output::Batch { changes } => number(env, changes as f64),
+        Output::Done => {
+            let mut u = ptr::null_mut();
+            ok(sys::napi_get_undefined(env, &mut u))?;
+            Ok(u)
+        }
+    }
+}

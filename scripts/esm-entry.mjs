@@ -1,0 +1,14 @@
+// Writes dist/index.mjs: an ES module entry over the CommonJS build, so `import` and
+// `require` share one module instance (one native addon, one class identity).
+import { writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const names = Object.keys(require('../dist/index.js')).filter((n) => n !== 'default' && n !== '__esModule');
+const lines = [
+  "import cjs from './index.js';",
+  `export const { ${names.join(', ')} } = cjs;`,
+  'export default cjs;',
+  '',
+];
+writeFileSync(new URL('../dist/index.mjs', import.meta.url), lines.join('\n'));

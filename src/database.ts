@@ -1,0 +1,290 @@
+// The public Database: validates and orchestrates; the addon does the work.
+
+import { closedError, fromNativeThrow } from './errors';
+import { binding, type NativeDatabase } from './native';
+import {
+  checkKeys,
+  checkParams,
+  checkSql,
+  resolveOpenOptions,
+  resolveQueryOptions,
+  type OpenOptions,
+  type QueryOptions,
+} from './options';
+import { Kind, Requests, type ExecuteResult } from './requests';
+import type { IntMode, Row } from './rows';
+import {
+  currentTransaction,
+  runInContext,
+  Transaction,
+  type Executor,
+  type TransactionHost,
+  type TransactionMode,
+  type TransactionOptions,
+} from './transaction';
+
+export interface CloseOptions {
+  /** Roll back a running transaction instead of waiting for its body to finish. */
+  force?: boolean;
+}
+
+const MODES: Record<TransactionMode, number> = { deferred: 0, immediate: 1, exclusive: 2 };
+const FORMATS = [Kind.Rows, Kind.FirstRow, Kind.Bytes] as const;
+
+function rejected<T>(err: unknown): Promise<T> {
+  return Promise.reject(err);
+}
+
+export class Database implements Executor, TransactionHost {
+  readonly #native: NativeDatabase;
+  readonly #requests: Requests;
+  readonly #path: string;
+  #closing: Promise<void> | undefined;
+  #forceClosing = false;
+  #nextTx = 1;
+  #activeTx: Transaction | undefined;
+
+  private constructor(path: string, native: NativeDatabase, requests: Requests) {
+    this.#path = path;
+    this.#native = native;
+    this.#requests = requests;
+    requests.attach(native, this);
+  }
+
+  /**
+   * Opens (creating if needed) the database at `path` (`:memory:` for an in-memory database
+   * shared by all of its connections). Connections open on native threads.
+   */
+  static async open(path: string, options?: OpenOptions): Promise<Database> {
+    if (typeof path !== 'string' || path.length === 0) {
+      throw new TypeError('path must be a non-empty string (a file path, a file: URI or :memory:)');
+    }
+    const o = resolveOpenOptions(options);
+    const requests = new Requests(o.intMode);
+    const openId = requests.id();
+    let native: NativeDatabase | undefined;
+    await requests.start<void>(Kind.Done, 'object', (id) => {
+      try {
+        native = new binding.NativeDatabase(
+          path,
+          { readers: o.readers, readonly: o.readonly, busyTimeout: o.busyTimeout, pragmas: o.pragmas },
+          requests.onComplete,
+          id,
+        );
+      } catch (err) {
+        throw fromNativeThrow(err);
+      }
+      requests.attach(native, requests);
+    }, openId).catch((err: unknown) => {
+      // A failed open leaves no threads behind; release the completion channel.
+      native?.dispose();
+      throw err;
+    });
+    return new Database(path, native!, requests);
+  }
+
+  /** The path the database was opened with. */
+  get path(): string {
+    return this.#path;
+  }
+
+  /** True until close() is called. */
+  get isOpen(): boolean {
+    return this.#closing === undefined;
+  }
+
+  get intMode(): IntMode {
+    return this.#requests.intMode;
+  }
+
+  // ---- reads ----
+
+  #read(sql: string, params: unknown, options: unknown, format: 0 | 1 | 2): Promise<unknown> {
+    const tx = currentTransaction(this);
+    if (tx !== undefined) return this.writerRead(tx.id, sql, params, options, format);
+    try {
+      if (this.#closing) throw closedError();
+      checkSql(sql);
+      checkParams(params);
+      const rowMode = format === 2 ? 'object' : resolveQueryOptions(options);
+      return this.#requests.start(FORMATS[format], rowMode, (id) => {
+        try {
+          this.#native.read(id, sql, params, format);
+        } catch (err) {
+          throw fromNativeThrow(err);
+        }
+      });
+    } catch (err) {
+      return rejected(err);
+    }
+  }
+
+  /** Runs a read-only query on a reader thread; resolves with every row. */
+  select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
+    return this.#read(sql, params, options, 0) as Promise<T[]>;
+  }
+
+  /** Like select(), but resolves with the first row only (or undefined). */
+  selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
+    return this.#read(sql, params, options, 1) as Promise<T | undefined>;
+  }
+
+  /** Resolves with the result as UTF-8 JSON (an array of objects), built natively. */
+  selectBytes(sql: string, params?: unknown): Promise<Buffer> {
+    return this.#read(sql, params, undefined, 2) as Promise<Buffer>;
+  }
+
+  // ---- writes ----
+
+  /** Runs one statement (or, without parameters, several) on the writer thread. */
+  execute<T = Row>(sql: string, params?: unknown): Promise<ExecuteResult & { rows: T[] }> {
+    const tx = currentTransaction(this);
+    if (tx !== undefined) return tx.execute<T>(sql, params);
+    if (this.#closing) return rejected(closedError());
+    return this.writerExecute(0, sql, params) as Promise<ExecuteResult & { rows: T[] }>;
+  }
+
+  /** Prepares `sql` once and runs it for every parameter set, in one transaction. */
+  executeBatch(sql: string, paramSets: unknown[]): Promise<{ changes: number }> {
+    const tx = currentTransaction(this);
+    if (tx !== undefined) return tx.executeBatch(sql, paramSets);
+    if (this.#closing) return rejected(closedError());
+    return this.writerBatch(0, sql, paramSets);
+  }
+
+  // ---- the writer, used directly and by Transaction ----
+
+  #write<T>(kind: Kind, rowMode: 'object' | 'array', send: (id: number) => void): Promise<T> {
+    return this.#requests.start<T>(kind, rowMode, (id) => {
+      try {
+        send(id);
+      } catch (err) {
+        throw fromNativeThrow(err);
+      }
+    });
+  }
+
+  /** @internal */
+  writerRead(tx: number, sql: string, params: unknown, options: unknown, format: 0 | 1 | 2): Promise<unknown> {
+    try {
+      checkSql(sql);
+      checkParams(params);
+      const rowMode = format === 2 ? 'object' : resolveQueryOptions(options);
+      return this.#write(FORMATS[format], rowMode, (id) => this.#native.writerRead(id, tx, sql, params, format));
+    } catch (err) {
+      return rejected(err);
+    }
+  }
+
+  /** @internal */
+  writerExecute(tx: number, sql: string, params: unknown): Promise<ExecuteResult> {
+    try {
+      checkSql(sql);
+      checkParams(params);
+      return this.#write(Kind.Execute, 'object', (id) => this.#native.execute(id, tx, sql, params));
+    } catch (err) {
+      return rejected(err);
+    }
+  }
+
+  /** @internal */
+  writerBatch(tx: number, sql: string, paramSets: unknown): Promise<{ changes: number }> {
+    try {
+      checkSql(sql);
+      if (!Array.isArray(paramSets)) throw new TypeError('paramSets must be an array of arrays or objects');
+      return this.#write(Kind.Batch, 'object', (id) => this.#native.executeBatch(id, tx, sql, paramSets));
+    } catch (err) {
+      return rejected(err);
+    }
+  }
+
+  // ---- transactions ----
+
+  /**
+   * Runs `body` inside a transaction that holds the write queue from BEGIN to COMMIT.
+   * Inside the body, calls on `db` route to the transaction; nested calls are savepoints.
+   */
+  async transaction<R>(body: (tx: Transaction) => Promise<R> | R, options?: TransactionOptions): Promise<R> {
+    const outer = currentTransaction(this);
+    if (outer !== undefined) return outer.transaction(body, options);
+    if (this.#closing) throw closedError();
+    if (typeof body !== 'function') throw new TypeError('transaction() takes an async function');
+    if (options !== undefined) checkKeys('transaction', options, ['mode', 'signal']);
+    const mode = options?.mode ?? 'immediate';
+    if (!(mode in MODES)) throw new TypeError("mode must be 'immediate', 'deferred' or 'exclusive'");
+    const signal = options?.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+    signal?.throwIfAborted();
+
+    const txId = this.#nextTx;
+    this.#nextTx = txId >= 0x7fffffff ? 1 : txId + 1;
+    await this.#write<void>(Kind.Done, 'object', (id) => this.#native.begin(id, txId, MODES[mode]));
+    const tx = new Transaction(this, txId, 0);
+    this.#activeTx = tx;
+    let onAbort: (() => void) | undefined;
+    try {
+      signal?.throwIfAborted();
+      // A forced close may have begun while this transaction waited for the writer.
+      if (this.#forceClosing) throw closedError();
+      let run = Promise.resolve(runInContext(this, tx, () => body(tx)));
+      if (signal !== undefined) {
+        const aborted = new Promise<never>((_, reject) => {
+          onAbort = () => reject(signal.reason);
+          signal.addEventListener('abort', onAbort, { once: true });
+        });
+        // If the abort wins, the body's own outcome no longer matters to anyone.
+        run.catch(() => {});
+        run = Promise.race([run, aborted]);
+      }
+      const result = await run;
+      tx.end();
+      await this.#write<void>(Kind.Done, 'object', (id) => this.#native.commit(id, txId));
+      return result;
+    } catch (err) {
+      if (tx.active) {
+        tx.end();
+        // The body's error is what the caller must see; a rollback can only fail here when
+        // the connection is already gone, which the next request reports.
+        await this.#write<void>(Kind.Done, 'object', (id) => this.#native.rollback(id, txId)).catch(() => {});
+      }
+      throw err;
+    } finally {
+      if (onAbort !== undefined) signal!.removeEventListener('abort', onAbort);
+      if (this.#activeTx === tx) this.#activeTx = undefined;
+    }
+  }
+
+  // ---- closing ----
+
+  /**
+   * Stops taking requests, lets queued work finish (and waits for a running transaction
+   * unless `force`), ends every live query, then closes every connection. Idempotent.
+   */
+  close(options?: CloseOptions): Promise<void> {
+    if (this.#closing) return this.#closing;
+    if (options !== undefined) checkKeys('close', options, ['force']);
+    const force = options?.force === true;
+    this.#forceClosing = force;
+    this.#closing = (async () => {
+      const tx = this.#activeTx;
+      if (force && tx !== undefined && tx.active) {
+        tx.end();
+        await this.#write<void>(Kind.Done, 'object', (id) => this.#native.rollback(id, tx.id)).catch(() => {});
+      }
+      await this.#requests.start<void>(Kind.Done, 'object', (id) => this.#native.close(id));
+      this.#native.dispose();
+    })();
+    return this.#closing;
+  }
+
+  /** @internal test hook: a native reader panics; the promise must reject, not crash. */
+  [Symbol.for('quietsqlite.panicForTests')](): Promise<void> {
+    return this.#requests.start<void>(Kind.Done, 'object', (id) => {
+      try {
+        this.#native.panicForTests(id);
+      } catch (err) {
+        throw fromNativeThrow(err);
+      }
+    });
+  }
+}

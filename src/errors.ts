@@ -1,0 +1,78 @@
+// Error classes and the mapping from native error descriptions to them.
+
+/** An error reported by SQLite. */
+export class SqliteError extends Error {
+  /** The extended result code name, e.g. `SQLITE_CONSTRAINT_UNIQUE`. */
+  readonly code: string;
+  /** The extended result code number, e.g. 2067. */
+  readonly errno: number;
+  /** The SQL text that failed, when there is one. */
+  readonly sql: string | undefined;
+
+  constructor(message: string, code: string, errno: number, sql?: string) {
+    super(message);
+    this.code = code;
+    this.errno = errno;
+    this.sql = sql;
+  }
+
+  override get name(): string {
+    return 'SqliteError';
+  }
+}
+
+/** Codes of errors quietsqlite raises itself (not SQLite). */
+export const ErrorCodes = {
+  /** The database is closed (or closing) and takes no more requests. */
+  CLOSED: 'ERR_QUIETSQLITE_CLOSED',
+  /** A transaction handle was used after its body ended. */
+  TRANSACTION_ENDED: 'ERR_QUIETSQLITE_TRANSACTION_ENDED',
+  /** A bug in quietsqlite (a native panic caught at the boundary). */
+  INTERNAL: 'ERR_QUIETSQLITE_INTERNAL',
+} as const;
+
+function coded(message: string, code: string): Error {
+  const e = new Error(message) as Error & { code: string };
+  e.code = code;
+  return e;
+}
+
+export function closedError(message = 'the database is closed'): Error {
+  return coded(message, ErrorCodes.CLOSED);
+}
+
+export function transactionEndedError(): Error {
+  return coded(
+    'this transaction has already ended (committed or rolled back); use the database instead',
+    ErrorCodes.TRANSACTION_ENDED,
+  );
+}
+
+/** `[kind, message, code, errno, sql]` as the binding describes an error. */
+export type NativeErrorDetail = [number, string, string | null, number | null, string | null];
+
+export function errorFromNative(d: NativeErrorDetail): Error {
+  const [kind, message, code, errno, sql] = d;
+  switch (kind) {
+    case 1:
+      return new SqliteError(message, code ?? 'SQLITE_ERROR', errno ?? 1, sql ?? undefined);
+    case 2:
+      return new RangeError(message);
+    case 3:
+      return new TypeError(message);
+    case 4:
+      return closedError(message);
+    case 5:
+      return transactionEndedError();
+    default:
+      return coded(message, ErrorCodes.INTERNAL);
+  }
+}
+
+/** A synchronous throw from the binding: either a TypeError/RangeError from parameter
+ * conversion (passed through) or a core error carrying its description. */
+export function fromNativeThrow(err: unknown): Error {
+  const detail = (err as { quietsqlite?: NativeErrorDetail } | null)?.quietsqlite;
+  if (detail) return errorFromNative(detail);
+  return err instanceof Error ? err : new Error(String(err));
+}

@@ -1,0 +1,7 @@
+// quietsqlite: reactive SQLite for Node.js that never runs a query on the JavaScript thread.
+export { Database, type CloseOptions } from './database';
+export { SqliteError, ErrorCodes } from './errors';
+export { Transaction, type TransactionMode, type TransactionOptions, type Executor } from './transaction';
+export type { OpenOptions, QueryOptions, PragmaValue } from './options';
+export type { ExecuteResult } from './requests';
+export type { Row, SqlValue, IntMode, RowMode } from './rows';

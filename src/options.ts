@@ -1,0 +1,120 @@
+// Validation of option objects: misuse is a TypeError/RangeError with a helpful message,
+// and a misspelled option name is rejected rather than ignored.
+
+import { availableParallelism } from 'node:os';
+import type { IntMode, RowMode } from './rows';
+
+export type PragmaValue = string | number | boolean;
+
+export interface OpenOptions {
+  /** Reader threads; default clamp(cores - 1, 2, 4). */
+  readers?: number;
+  /** Open without a writer; writes reject with SqliteError SQLITE_READONLY. */
+  readonly?: boolean;
+  /** How INTEGER values come out; default 'auto'. */
+  intMode?: IntMode;
+  /** Pragmas applied to every connection (writer and readers), after the defaults. */
+  pragmas?: Record<string, PragmaValue>;
+  /** Milliseconds to wait for a lock held by another connection; default 5000. */
+  busyTimeout?: number;
+}
+
+export interface QueryOptions {
+  /** 'object' (default): plain objects; 'array': arrays of values in column order. */
+  rowMode?: RowMode;
+}
+
+function closest(name: string, known: readonly string[]): string | undefined {
+  const lower = name.toLowerCase();
+  return known.find((k) => k.toLowerCase() === lower || k.toLowerCase().startsWith(lower.slice(0, 4)));
+}
+
+export function checkKeys(what: string, value: object, known: readonly string[]): void {
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key)) {
+      const hint = closest(key, known);
+      throw new TypeError(
+        `unknown ${what} option '${key}'${hint ? ` (did you mean '${hint}'?)` : ''}; known options: ${known.join(', ')}`,
+      );
+    }
+  }
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (v === null || typeof v !== 'object') return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+export function defaultReaders(): number {
+  return Math.min(4, Math.max(2, availableParallelism() - 1));
+}
+
+export interface ResolvedOpenOptions {
+  readers: number;
+  readonly: boolean;
+  intMode: IntMode;
+  busyTimeout: number;
+  pragmas: string[][];
+}
+
+function renderPragmaValue(name: string, v: unknown): string {
+  if (typeof v === 'boolean') return v ? 'ON' : 'OFF';
+  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+  if (typeof v === 'string') {
+    // Keywords and numbers pass as written; anything else is quoted as a string literal.
+    return /^[A-Za-z0-9_.+-]+$/.test(v) ? v : `'${v.replace(/'/g, "''")}'`;
+  }
+  throw new TypeError(`pragma '${name}' must be a string, a finite number or a boolean`);
+}
+
+export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
+  if (options === undefined) options = {};
+  if (!isPlainObject(options)) throw new TypeError('options must be a plain object');
+  checkKeys('open', options, ['readers', 'readonly', 'intMode', 'pragmas', 'busyTimeout']);
+  const o = options as OpenOptions;
+  const readers = o.readers ?? defaultReaders();
+  if (!Number.isInteger(readers) || readers < 1 || readers > 64) {
+    throw new RangeError('readers must be an integer from 1 to 64');
+  }
+  if (o.readonly !== undefined && typeof o.readonly !== 'boolean') throw new TypeError('readonly must be a boolean');
+  const intMode = o.intMode ?? 'auto';
+  if (intMode !== 'auto' && intMode !== 'number' && intMode !== 'bigint') {
+    throw new TypeError("intMode must be 'auto', 'number' or 'bigint'");
+  }
+  const busyTimeout = o.busyTimeout ?? 5000;
+  if (!Number.isInteger(busyTimeout) || busyTimeout < 0 || busyTimeout > 0x7fffffff) {
+    throw new RangeError('busyTimeout must be a non-negative integer (milliseconds)');
+  }
+  const pragmas: string[][] = [];
+  if (o.pragmas !== undefined) {
+    if (!isPlainObject(o.pragmas)) throw new TypeError('pragmas must be a plain object');
+    for (const [name, value] of Object.entries(o.pragmas)) {
+      if (!/^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$/.test(name)) {
+        throw new TypeError(`invalid pragma name '${name}'`);
+      }
+      pragmas.push([name, renderPragmaValue(name, value)]);
+    }
+  }
+  return { readers, readonly: o.readonly ?? false, intMode, busyTimeout, pragmas };
+}
+
+export function resolveQueryOptions(options: unknown): RowMode {
+  if (options === undefined) return 'object';
+  if (!isPlainObject(options)) throw new TypeError('query options must be a plain object');
+  checkKeys('query', options, ['rowMode']);
+  const rowMode = (options as QueryOptions).rowMode ?? 'object';
+  if (rowMode !== 'object' && rowMode !== 'array') throw new TypeError("rowMode must be 'object' or 'array'");
+  return rowMode;
+}
+
+export function checkSql(sql: unknown): asserts sql is string {
+  if (typeof sql !== 'string') throw new TypeError(`sql must be a string, got ${sql === null ? 'null' : typeof sql}`);
+}
+
+export function checkParams(params: unknown): void {
+  if (params === undefined || params === null) return;
+  if (typeof params !== 'object') {
+    throw new TypeError('params must be an array (positional) or an object (named)');
+  }
+}
