@@ -22,6 +22,7 @@ import {
   type TransactionMode,
   type TransactionOptions,
 } from './transaction';
+import { LiveQuery, type LiveHost, type StreamOptions } from './stream';
 
 export interface CloseOptions {
   /** Roll back a running transaction instead of waiting for its body to finish. */
@@ -49,6 +50,8 @@ export class Database implements Executor, TransactionHost {
     this.#native = native;
     this.#requests = requests;
     requests.attach(native, this);
+    this.#liveHost.native = native;
+    this.#liveHost.requests = requests;
   }
 
   /**
@@ -254,6 +257,25 @@ export class Database implements Executor, TransactionHost {
     }
   }
 
+  // ---- live queries ----
+
+  /**
+   * A live query: its first emission is the current result, then new rows whenever a
+   * committed write changes them. Nothing runs until it is read or subscribed.
+   */
+  stream<T = Row>(sql: string, params?: unknown, options?: StreamOptions): LiveQuery<T> {
+    checkSql(sql);
+    checkParams(params);
+    if (this.#closing) throw closedError();
+    return new LiveQuery<T>(this.#liveHost, sql, params, options);
+  }
+
+  readonly #liveHost: LiveHost = {
+    native: undefined as unknown as NativeDatabase,
+    requests: undefined as unknown as Requests,
+    isOpen: () => this.#closing === undefined,
+  };
+
   // ---- closing ----
 
   /**
@@ -266,6 +288,7 @@ export class Database implements Executor, TransactionHost {
     const force = options?.force === true;
     this.#forceClosing = force;
     this.#closing = (async () => {
+      this.#requests.endSubscriptions();
       const tx = this.#activeTx;
       if (force && tx !== undefined && tx.active) {
         tx.end();

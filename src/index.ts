@@ -5,3 +5,4 @@ export { Transaction, type TransactionMode, type TransactionOptions, type Execut
 export type { OpenOptions, QueryOptions, PragmaValue } from './options';
 export type { ExecuteResult } from './requests';
 export type { Row, SqlValue, IntMode, RowMode } from './rows';
+export { LiveQuery, type StreamOptions } from './stream';

@@ -27,6 +27,8 @@ interface Pending {
 export interface Subscriber {
   emit(buf: Buffer): void;
   fail(err: Error): void;
+  /** The database is closing. */
+  end(): void;
 }
 
 /** Databases with work in flight: pinned so their pending promises always settle. */
@@ -73,6 +75,21 @@ export class Requests {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, kind, rowMode });
       if (this.inflight++ === 0) this.setBusy(true);
     });
+  }
+
+  /** Ends every live query (the database is closing). */
+  endSubscriptions(): void {
+    for (const s of [...this.subscribers.values()]) s.end();
+    this.subscribers.clear();
+  }
+
+  /** Counts work the addon does without a request (a live query's first run) as in flight. */
+  hold(): void {
+    if (this.inflight++ === 0) this.setBusy(true);
+  }
+
+  release(): void {
+    if (--this.inflight === 0) this.setBusy(false);
   }
 
   get idle(): boolean {

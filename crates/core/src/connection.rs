@@ -49,6 +49,12 @@ pub struct Location {
 }
 
 impl Location {
+    /// The location for a second look at a file database (None for `:memory:`, whose
+    /// name is made unique per open).
+    pub fn resolve_shared(path: &str) -> Option<Location> {
+        (path != ":memory:").then(|| Location::resolve(path))
+    }
+
     pub fn resolve(path: &str) -> Location {
         if path == ":memory:" {
             let n = MEMORY_DB_COUNTER.fetch_add(1, Ordering::Relaxed);

@@ -4,7 +4,10 @@
 use crate::completion::{Completion, CompletionSink, Countdown, Output, RequestId};
 use crate::connection::{open_reader, open_writer, Location, OpenOptions};
 use crate::error::{Error, Result};
+use crate::live::LiveQueries;
 use crate::reader::{self, ReadJob, ReaderMsg, ReaderTask};
+use crate::value::Params;
+use std::time::Duration;
 use crate::writer::{ChangeListener, WriteJob, Writer, WriterMsg};
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use rusqlite::Connection;
@@ -19,19 +22,14 @@ pub struct Database {
     reader_count: usize,
     closed: AtomicBool,
     sink: Arc<dyn CompletionSink>,
+    live: LiveQueries,
 }
 
 impl Database {
     /// Starts the threads. Connections open on the writer thread (the writer first: it
     /// creates the file and switches it to WAL), never on the caller's; `open_id`
     /// completes when every connection is open, or with the first error.
-    pub fn open(
-        opts: OpenOptions,
-        sink: Arc<dyn CompletionSink>,
-        listener: Arc<dyn ChangeListener>,
-        tracking: Arc<AtomicBool>,
-        open_id: RequestId,
-    ) -> Result<Database> {
+    pub fn open(opts: OpenOptions, sink: Arc<dyn CompletionSink>, open_id: RequestId) -> Result<Database> {
         if opts.readers == 0 {
             return Err(Error::Range("readers must be at least 1".into()));
         }
@@ -39,6 +37,20 @@ impl Database {
         let (writer_tx, writer_rx) = unbounded::<WriterMsg>();
         let readonly = opts.readonly;
         let opts_readers = opts.readers;
+        let tracking = Arc::new(AtomicBool::new(false));
+        let loc_for_poll = Location::resolve_shared(&opts.path);
+        let poll_target = match (&loc_for_poll, readonly) {
+            (Some(loc), true) if !loc.in_memory => Some((loc.clone(), opts.clone())),
+            _ => None,
+        };
+        let live = LiveQueries::new(
+            sink.clone(),
+            reader_tx.clone(),
+            tracking.clone(),
+            (!readonly).then(|| writer_tx.clone()),
+            poll_target,
+        );
+        let listener: Arc<dyn ChangeListener> = Arc::new(live.clone());
         let thread_sink = sink.clone();
         let thread_readers = reader_tx.clone();
         std::thread::Builder::new()
@@ -82,6 +94,7 @@ impl Database {
             reader_count,
             closed: AtomicBool::new(false),
             sink,
+            live,
         })
     }
 
@@ -122,6 +135,26 @@ impl Database {
         self.writer.send(WriterMsg::Job(job)).map_err(|_| closed_by_failure())
     }
 
+    /// Subscribes to a live query; emissions and errors arrive with `id`.
+    pub fn subscribe(&self, id: RequestId, sql: String, params: Params, max_delay: Duration) -> Result<()> {
+        self.check_open()?;
+        self.live.subscribe(id, sql, params, max_delay);
+        Ok(())
+    }
+
+    /// The front end consumed an emission of subscription `id`.
+    pub fn acknowledge(&self, id: RequestId) {
+        self.live.acknowledge(id);
+    }
+
+    pub fn unsubscribe(&self, id: RequestId) {
+        self.live.unsubscribe(id);
+    }
+
+    pub fn live(&self) -> &LiveQueries {
+        &self.live
+    }
+
     /// Test hook: a reader panics while serving request `id`.
     pub fn panic_for_tests(&self, id: RequestId) -> Result<()> {
         self.check_open()?;
@@ -132,6 +165,7 @@ impl Database {
     /// writer is waited for). `id` completes once every thread has closed its connection.
     pub fn close(&self, id: RequestId) {
         self.closed.store(true, Ordering::Release);
+        self.live.stop();
         let sink = self.sink.clone();
         let countdown = Countdown::new(1 + self.reader_count, move || {
             sink.complete(Completion { id, result: Ok(Output::Done) });
@@ -147,6 +181,7 @@ impl Database {
 
 impl Drop for Database {
     fn drop(&mut self) {
+        self.live.stop();
         if !self.closed.swap(true, Ordering::AcqRel) {
             // Dropped without close(): let the threads drain and exit on their own.
             let countdown = Countdown::new(1 + self.reader_count, || {});

@@ -86,9 +86,53 @@ fn step_read(stmt: &mut rusqlite::Statement<'_>, format: ReadFormat) -> Result<R
     }
 }
 
+/// True when text remains after the first statement: anything but white space, `;` and
+/// comments. Only the first statement is prepared, because preparing later ones before the
+/// earlier ones ran can fail (`DROP TABLE t; CREATE TABLE t(...)`).
+pub fn has_more_statements(conn: &Connection, sql: &str) -> bool {
+    use rusqlite::ffi;
+    let db = unsafe { conn.handle() };
+    let mut stmt = std::ptr::null_mut();
+    let mut tail = std::ptr::null();
+    let Ok(len) = i32::try_from(sql.len()) else { return false };
+    let rc = unsafe { ffi::sqlite3_prepare_v2(db, sql.as_ptr() as *const _, len, &mut stmt, &mut tail) };
+    unsafe { ffi::sqlite3_finalize(stmt) };
+    if rc != ffi::SQLITE_OK || tail.is_null() {
+        return false;
+    }
+    let used = tail as usize - sql.as_ptr() as usize;
+    !is_blank_sql(&sql.as_bytes()[used.min(sql.len())..])
+}
+
+/// White space, semicolons and comments only.
+fn is_blank_sql(mut s: &[u8]) -> bool {
+    loop {
+        match s {
+            [] => return true,
+            [c, rest @ ..] if c.is_ascii_whitespace() || *c == b';' => s = rest,
+            [b'-', b'-', rest @ ..] => {
+                s = rest.iter().position(|&c| c == b'\n').map_or(&[][..], |i| &rest[i + 1..]);
+            }
+            [b'/', b'*', rest @ ..] => {
+                s = rest.windows(2).position(|w| w == b"*/").map_or(&[][..], |i| &rest[i + 2..]);
+            }
+            _ => return false,
+        }
+    }
+}
+
 /// Runs one statement, or with no parameters, every statement of `sql`.
 pub fn execute(conn: &Connection, sql: &str, params: &Params) -> Result<ExecOutcome> {
-    let mut stmt = match conn.prepare_cached(sql) {
+    let prepared = match conn.prepare_cached(sql) {
+        Err(rusqlite::Error::MultipleStatement) => Err(rusqlite::Error::MultipleStatement),
+        // A later statement may fail to prepare only because an earlier one has not run yet.
+        Err(e) if has_more_statements(conn, sql) => {
+            drop(e);
+            Err(rusqlite::Error::MultipleStatement)
+        }
+        other => other,
+    };
+    let mut stmt = match prepared {
         Ok(s) => s,
         Err(rusqlite::Error::MultipleStatement) => {
             if !params.is_empty() {
@@ -177,4 +221,20 @@ fn run_sets(conn: &Connection, sql: &str, sets: &[Params]) -> Result<u64> {
         }
     }
     Ok(changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_scripts_whose_later_statements_depend_on_earlier_ones() {
+        let conn = Connection::open_in_memory().unwrap();
+        execute(&conn, "CREATE TABLE a(x)", &Params::None).unwrap();
+        execute(&conn, "DROP TABLE IF EXISTS a; CREATE TABLE a(y); -- done\n", &Params::None).unwrap();
+        assert!(has_more_statements(&conn, "SELECT 1; SELECT 2"));
+        assert!(!has_more_statements(&conn, "SELECT 1; -- c\n /* d */ ;"));
+        let with_params = execute(&conn, "INSERT INTO a VALUES (?); SELECT 1", &Params::Positional(vec![crate::Value::Integer(1)]));
+        assert!(matches!(with_params, Err(Error::Range(_))));
+    }
 }

@@ -46,12 +46,17 @@ pub struct WriteJob {
 
 pub(crate) enum WriterMsg {
     Job(WriteJob),
+    /// Live queries exist: look for commits made by other connections (other processes).
+    CheckExternalChanges,
     Stop(Arc<Countdown>),
 }
 
 /// Told about every committed transaction that changed something.
 pub trait ChangeListener: Send + Sync {
+    /// After every commit of our writer (`changes` is empty while tracking is off).
     fn committed(&self, changes: ChangeSet, schema_changed: bool);
+    /// Another connection or process committed; what it changed is unknown.
+    fn external_change(&self);
 }
 
 /// WAL pages after which an idle writer checkpoints, and after which it does so even when busy.
@@ -69,6 +74,8 @@ pub(crate) struct Writer {
     held_by: Option<TxId>,
     deferred: VecDeque<WriterMsg>,
     schema_version: i64,
+    /// The writer's `PRAGMA data_version`: it moves only when another connection commits.
+    data_version: Option<i64>,
     in_memory: bool,
 }
 
@@ -94,6 +101,7 @@ impl Writer {
             held_by: None,
             deferred: VecDeque::new(),
             schema_version,
+            data_version: None,
             in_memory,
         })
     }
@@ -108,6 +116,7 @@ impl Writer {
                     self.publish_changes();
                     self.sink.complete(Completion { id, result });
                 }
+                WriterMsg::CheckExternalChanges => self.check_external_changes(),
                 WriterMsg::Stop(countdown) => {
                     if !self.conn.is_autocommit() {
                         let _ = self.conn.execute_batch("ROLLBACK");
@@ -237,6 +246,23 @@ impl Writer {
         out
     }
 
+    fn check_external_changes(&mut self) {
+        let version = self
+            .conn
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut s| s.query_row([], |r| r.get::<_, i64>(0)));
+        let Ok(version) = version else { return };
+        let before = self.data_version.replace(version);
+        if before.is_some_and(|b| b != version) {
+            // Another process may have changed the schema too.
+            self.conn.flush_prepared_statement_cache();
+            if let Ok(v) = self.conn.query_row("PRAGMA schema_version", [], |r| r.get(0)) {
+                self.schema_version = v;
+            }
+            self.listener.external_change();
+        }
+    }
+
     fn publish_changes(&mut self) {
         let Some(changes) = self.tracker.take_committed() else { return };
         let version: i64 = self
@@ -251,8 +277,6 @@ impl Writer {
             // is flushed so column lists are read afresh.
             self.conn.flush_prepared_statement_cache();
         }
-        if !changes.is_empty() || schema_changed {
-            self.listener.committed(changes, schema_changed);
-        }
+        self.listener.committed(changes, schema_changed);
     }
 }

@@ -8,13 +8,10 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
 use quietsqlite_core::connection::OpenOptions;
-use quietsqlite_core::hooks::ChangeSet;
-use quietsqlite_core::{
-    ChangeListener, Database, Error as CoreError, Params, ReadFormat, ReadJob, TxMode, WriteJob, WriteKind,
-};
+use quietsqlite_core::{Database, Error as CoreError, Params, ReadFormat, ReadJob, TxMode, WriteJob, WriteKind};
 use sink::NodeSink;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 use values::ParamError;
 
 /// Throws a TypeError/RangeError (or the pending napi failure) and tells napi-rs not to
@@ -56,12 +53,6 @@ fn core_error(env: &Env, e: CoreError) -> napi::Error {
         sys::napi_throw(raw, err);
     }
     napi::Error::from_status(Status::PendingException)
-}
-
-// Live queries arrive with the live module; until a stream exists nothing listens.
-struct NoListener;
-impl ChangeListener for NoListener {
-    fn committed(&self, _changes: ChangeSet, _schema_changed: bool) {}
 }
 
 #[napi(object)]
@@ -120,14 +111,7 @@ impl NativeDatabase {
                 Err(_) => None,
             })
             .collect();
-        let db = Database::open(
-            opts,
-            sink.clone(),
-            Arc::new(NoListener),
-            Arc::new(AtomicBool::new(false)),
-            open_id,
-        )
-        .map_err(|e| core_error(&env, e))?;
+        let db = Database::open(opts, sink.clone(), open_id).map_err(|e| core_error(&env, e))?;
         Ok(NativeDatabase { db, sink })
     }
 
@@ -199,9 +183,44 @@ impl NativeDatabase {
         unsafe { self.sink.set_ref(env.raw(), on) }
     }
 
+    /// Subscribes a live query; emissions arrive as completions with `id` until unsubscribed.
+    #[napi]
+    pub fn subscribe(&self, env: Env, id: u32, sql: String, params: Unknown, max_delay_ms: u32) -> Result<()> {
+        let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+        self.db
+            .subscribe(id, sql, params, Duration::from_millis(max_delay_ms as u64))
+            .map_err(|e| core_error(&env, e))
+    }
+
+    /// The emission last delivered to subscription `id` was consumed.
+    #[napi]
+    pub fn acknowledge(&self, id: u32) {
+        self.db.acknowledge(id);
+    }
+
+    #[napi]
+    pub fn unsubscribe(&self, id: u32) {
+        self.db.unsubscribe(id);
+    }
+
+    /// `[groups, reruns]`: live-query statistics, for tests and benchmarks.
+    #[napi]
+    pub fn live_stats(&self) -> Vec<f64> {
+        let (groups, runs) = self.db.live().stats();
+        vec![groups as f64, runs as f64]
+    }
+
     #[napi]
     pub fn panic_for_tests(&self, env: Env, id: u32) -> Result<()> {
         self.db.panic_for_tests(id).map_err(|e| core_error(&env, e))
+    }
+}
+
+impl Drop for NativeDatabase {
+    fn drop(&mut self) {
+        // Collected without close(): the core drains and stops its threads; nothing more
+        // may reach JS.
+        self.sink.release();
     }
 }
 

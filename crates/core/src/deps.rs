@@ -1,0 +1,150 @@
+//! What a query reads, from SQLite's authorizer: preparing a statement reports every
+//! (schema, table, column) it reads, through joins, views, subqueries and CTEs.
+
+use crate::error::{Error, Result};
+use crate::hooks::{table_key, TableChange};
+use rusqlite::{ffi, Connection};
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr};
+
+/// What a query reads of one table.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TableDep {
+    /// Column indexes (as the preupdate hook numbers them) the query reads.
+    pub columns: Vec<usize>,
+    /// A read SQLite could not name as a table column (e.g. rowid): any UPDATE counts.
+    pub any_column: bool,
+}
+
+impl TableDep {
+    /// Does this committed change of the table affect a query with this dependency?
+    /// INSERT and DELETE always do; an UPDATE only through a column the query reads.
+    pub fn affected_by(&self, change: &TableChange) -> bool {
+        change.whole_rows
+            || (self.any_column && change.columns.iter().any(|w| *w != 0))
+            || self.columns.iter().any(|&c| change.column_changed(c))
+    }
+}
+
+/// Tables (keyed `schema.table`, lower case) a query reads.
+pub type Dependencies = HashMap<String, TableDep>;
+
+struct Collector {
+    reads: Vec<(String, String, String)>,
+}
+
+unsafe fn opt_str(p: *const c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(p).to_string_lossy().into_owned()
+    }
+}
+
+unsafe extern "C" fn collect(
+    ctx: *mut c_void,
+    action: c_int,
+    table: *const c_char,
+    column: *const c_char,
+    schema: *const c_char,
+    _accessor: *const c_char,
+) -> c_int {
+    if action == ffi::SQLITE_READ {
+        let c = &mut *(ctx as *mut Collector);
+        c.reads.push((opt_str(schema), opt_str(table), opt_str(column)));
+    }
+    ffi::SQLITE_OK
+}
+
+/// Prepares `sql` (not through the statement cache: a cached statement would not call the
+/// authorizer again) and returns what it reads.
+pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
+    let mut collector = Collector { reads: Vec::new() };
+    let db = unsafe { conn.handle() };
+    unsafe {
+        ffi::sqlite3_set_authorizer(db, Some(collect), &mut collector as *mut Collector as *mut c_void);
+    }
+    let prepared = conn.prepare(sql).map(drop);
+    unsafe {
+        ffi::sqlite3_set_authorizer(db, None, std::ptr::null_mut());
+    }
+    prepared.map_err(|e| Error::from(e).with_sql(sql))?;
+
+    let mut columns_of: HashMap<String, Option<Vec<String>>> = HashMap::new();
+    let mut deps = Dependencies::new();
+    for (schema, table, column) in collector.reads {
+        let schema = if schema.is_empty() { "main".to_owned() } else { schema };
+        let key = table_key(&schema, &table);
+        let names = columns_of
+            .entry(key.clone())
+            .or_insert_with(|| table_columns(conn, &schema, &table));
+        // Not a stored table (a CTE or a subquery's name): its real sources report themselves.
+        let Some(names) = names else { continue };
+        let dep = deps.entry(key).or_default();
+        if column.is_empty() {
+            // count(*) and the like read no column: only INSERT and DELETE matter.
+            continue;
+        }
+        match names.iter().position(|n| n.eq_ignore_ascii_case(&column)) {
+            Some(i) => {
+                if !dep.columns.contains(&i) {
+                    dep.columns.push(i);
+                }
+            }
+            None => dep.any_column = true,
+        }
+    }
+    Ok(deps)
+}
+
+/// Column names of a table in storage order, or None if no such table exists.
+fn table_columns(conn: &Connection, schema: &str, table: &str) -> Option<Vec<String>> {
+    let sql = format!("PRAGMA \"{}\".table_xinfo(\"{}\")", schema.replace('"', "\"\""), table.replace('"', "\"\""));
+    let mut stmt = conn.prepare(&sql).ok()?;
+    let names: Vec<String> = stmt.query_map([], |r| r.get::<_, String>(1)).ok()?.filter_map(|r| r.ok()).collect();
+    (!names.is_empty()).then_some(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE a(id INTEGER PRIMARY KEY, x, y);
+             CREATE TABLE b(id INTEGER PRIMARY KEY, a_id, z);
+             CREATE TABLE c(q);
+             CREATE VIEW v AS SELECT a.x, b.z FROM a JOIN b ON b.a_id = a.id;",
+        )
+        .unwrap();
+        c
+    }
+
+    #[test]
+    fn finds_tables_and_columns_through_joins_views_subqueries_and_ctes() {
+        let c = conn();
+        let d = dependencies(&c, "SELECT x FROM a WHERE id IN (SELECT a_id FROM b)").unwrap();
+        assert_eq!(d["main.a"].columns.iter().copied().collect::<std::collections::BTreeSet<_>>(), [0, 1].into());
+        assert!(d.contains_key("main.b"));
+        assert!(!d.contains_key("main.c"));
+        let d = dependencies(&c, "SELECT * FROM v").unwrap();
+        assert!(d.contains_key("main.a") && d.contains_key("main.b"));
+        let d = dependencies(&c, "WITH w AS (SELECT z FROM b) SELECT * FROM w").unwrap();
+        assert_eq!(d.keys().collect::<Vec<_>>(), ["main.b"]);
+    }
+
+    #[test]
+    fn column_level_matching() {
+        let c = conn();
+        let d = dependencies(&c, "SELECT x FROM a").unwrap();
+        let dep = &d["main.a"];
+        let mut only_y = TableChange::default();
+        only_y.columns = vec![1 << 2];
+        assert!(!dep.affected_by(&only_y));
+        let mut x = TableChange::default();
+        x.columns = vec![1 << 1];
+        assert!(dep.affected_by(&x));
+        assert!(dep.affected_by(&TableChange { whole_rows: true, columns: vec![] }));
+    }
+}

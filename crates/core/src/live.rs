@@ -1,0 +1,511 @@
+//! Live queries. Identical (sql, params) subscriptions share one *group*; a group re-runs
+//! on a reader only when a committed change touches what it reads (its dependencies, from
+//! the authorizer, matched against the preupdate hook's record of changed rows/columns).
+//! A re-run whose result hashes the same as the last emitted one sends nothing. Each
+//! subscriber has at most one emission in flight: until the front end acknowledges it,
+//! newer results only mark it stale, so an unread stream costs nothing and a slow one gets
+//! the latest rows, never a backlog.
+
+use crate::completion::{Completion, CompletionSink, Output};
+use crate::connection::{open_reader, Location, OpenOptions};
+use crate::deps::{dependencies, Dependencies};
+use crate::encode::EncodedRows;
+use crate::error::{Error, Result};
+use crate::hooks::ChangeSet;
+use crate::query::{self, ReadFormat, ReadOutput};
+use crate::reader::ReaderMsg;
+use crate::value::Params;
+use crate::writer::{ChangeListener, WriterMsg};
+use crossbeam_channel::Sender;
+use rusqlite::Connection;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub type SubscriptionId = u32;
+type GroupId = u64;
+
+/// Re-runs shorter than this are never delayed.
+const THROTTLE_FLOOR: Duration = Duration::from_millis(1);
+/// How often another process's commits are looked for while live queries exist.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+struct Last {
+    hash: u64,
+    rows: u32,
+    bytes: Arc<Vec<u8>>,
+}
+
+struct Subscriber {
+    id: SubscriptionId,
+    /// The front end can take an emission (it acknowledged the previous one).
+    ready: bool,
+    /// It has received its first emission (rows or error).
+    has_first: bool,
+    /// The group's result changed since this subscriber was last sent rows.
+    stale: bool,
+    max_delay: Duration,
+}
+
+struct Group {
+    key: Vec<u8>,
+    sql: String,
+    params: Params,
+    subs: Vec<Subscriber>,
+    deps: Option<Dependencies>,
+    running: bool,
+    dirty: bool,
+    timer_pending: bool,
+    last: Option<Last>,
+    last_run: Duration,
+}
+
+impl Group {
+    fn wanted(&self) -> bool {
+        self.subs.iter().any(|s| s.ready || !s.has_first)
+    }
+
+    fn max_delay(&self) -> Duration {
+        self.subs.iter().map(|s| s.max_delay).min().unwrap_or(Duration::ZERO)
+    }
+}
+
+#[derive(Default)]
+struct State {
+    groups: HashMap<GroupId, Group>,
+    by_key: HashMap<Vec<u8>, GroupId>,
+    subs: HashMap<SubscriptionId, GroupId>,
+    by_table: HashMap<String, HashSet<GroupId>>,
+    timers: BinaryHeap<Reverse<(Instant, GroupId)>>,
+    next_group: GroupId,
+    stopped: bool,
+    /// Re-runs started, for tests and statistics.
+    runs: u64,
+}
+
+enum Delivery {
+    Rows(SubscriptionId, Arc<Vec<u8>>, u32),
+    Failure(SubscriptionId, Error),
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    tracking: Arc<AtomicBool>,
+    sink: Arc<dyn CompletionSink>,
+    readers: Sender<ReaderMsg>,
+    /// Asked every POLL_INTERVAL to look for other processes' commits.
+    writer: Option<Sender<WriterMsg>>,
+    /// Where a read-only database polls (None for in-memory databases: nobody else writes).
+    poll_target: Option<(Location, OpenOptions)>,
+}
+
+/// The live-query registry of one database. Cheap to clone.
+#[derive(Clone)]
+pub struct LiveQueries {
+    shared: Arc<Shared>,
+}
+
+impl LiveQueries {
+    pub(crate) fn new(
+        sink: Arc<dyn CompletionSink>,
+        readers: Sender<ReaderMsg>,
+        tracking: Arc<AtomicBool>,
+        writer: Option<Sender<WriterMsg>>,
+        poll_target: Option<(Location, OpenOptions)>,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+            tracking,
+            sink,
+            readers,
+            writer,
+            poll_target,
+        });
+        let s = shared.clone();
+        let _ = std::thread::Builder::new()
+            .name("quietsqlite-live".into())
+            .spawn(move || scheduler(s));
+        LiveQueries { shared }
+    }
+
+    /// Adds a subscriber; its first emission is the current result (or the error).
+    pub fn subscribe(&self, id: SubscriptionId, sql: String, params: Params, max_delay: Duration) {
+        let mut key = Vec::with_capacity(sql.len() + 16);
+        key.extend_from_slice(&(sql.len() as u64).to_le_bytes());
+        key.extend_from_slice(sql.as_bytes());
+        params.append_key(&mut key);
+        let sub = Subscriber { id, ready: true, has_first: false, stale: false, max_delay };
+        let mut deliveries = Vec::new();
+        {
+            let mut st = self.shared.lock();
+            if st.stopped {
+                drop(st);
+                self.shared.send(vec![Delivery::Failure(id, Error::Closed("the database is closed".into()))]);
+                return;
+            }
+            let gid = match st.by_key.get(&key) {
+                Some(&g) => g,
+                None => {
+                    let g = st.next_group;
+                    st.next_group += 1;
+                    st.by_key.insert(key.clone(), g);
+                    let group = Group {
+                        key,
+                        sql,
+                        params,
+                        subs: Vec::new(),
+                        deps: None,
+                        running: false,
+                        dirty: true,
+                        timer_pending: false,
+                        last: None,
+                        last_run: Duration::ZERO,
+                    };
+                    st.groups.insert(g, group);
+                    g
+                }
+            };
+            st.subs.insert(id, gid);
+            self.shared.tracking.store(true, Ordering::Relaxed);
+            let group = st.groups.get_mut(&gid).expect("group just found");
+            group.subs.push(sub);
+            let up_to_date = !group.running && !group.dirty && !group.timer_pending;
+            match (&group.last, up_to_date) {
+                (Some(last), true) => {
+                    // Share the result the group already has.
+                    let s = group.subs.last_mut().expect("just pushed");
+                    s.ready = false;
+                    s.has_first = true;
+                    deliveries.push(Delivery::Rows(id, last.bytes.clone(), last.rows));
+                }
+                _ => {
+                    group.dirty = true;
+                    self.shared.start_if_idle(&mut st, gid);
+                }
+            }
+        }
+        self.shared.send(deliveries);
+        self.shared.wake.notify_all();
+    }
+
+    /// The front end consumed the last emission of `id`: it may take the next one.
+    pub fn acknowledge(&self, id: SubscriptionId) {
+        let mut deliveries = Vec::new();
+        {
+            let mut st = self.shared.lock();
+            let Some(&gid) = st.subs.get(&id) else { return };
+            let group = st.groups.get_mut(&gid).expect("subscription without group");
+            let Some(sub) = group.subs.iter_mut().find(|s| s.id == id) else { return };
+            sub.ready = true;
+            if sub.stale && !group.running {
+                if let Some(last) = &group.last {
+                    sub.ready = false;
+                    sub.stale = false;
+                    deliveries.push(Delivery::Rows(id, last.bytes.clone(), last.rows));
+                }
+            }
+            if group.dirty {
+                self.shared.start_if_idle(&mut st, gid);
+            }
+        }
+        self.shared.send(deliveries);
+    }
+
+    /// Removes a subscriber; the last one of a group frees the group and its dependencies.
+    pub fn unsubscribe(&self, id: SubscriptionId) {
+        let mut st = self.shared.lock();
+        let Some(gid) = st.subs.remove(&id) else { return };
+        let empty = {
+            let group = st.groups.get_mut(&gid).expect("subscription without group");
+            group.subs.retain(|s| s.id != id);
+            group.subs.is_empty()
+        };
+        if empty {
+            let group = st.groups.remove(&gid).expect("group exists");
+            st.by_key.remove(&group.key);
+            unregister(&mut st, gid, group.deps.as_ref());
+            if st.groups.is_empty() {
+                self.shared.tracking.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Ends everything (database closing).
+    pub fn stop(&self) {
+        let mut st = self.shared.lock();
+        st.stopped = true;
+        st.groups.clear();
+        st.by_key.clear();
+        st.subs.clear();
+        st.by_table.clear();
+        st.timers.clear();
+        self.shared.tracking.store(false, Ordering::Relaxed);
+        drop(st);
+        self.shared.wake.notify_all();
+    }
+
+    /// Number of live groups and re-runs started so far (for tests).
+    pub fn stats(&self) -> (usize, u64) {
+        let st = self.shared.lock();
+        (st.groups.len(), st.runs)
+    }
+}
+
+impl ChangeListener for LiveQueries {
+    fn external_change(&self) {
+        // Unknown tables, and possibly a new schema: re-derive everything.
+        self.committed(ChangeSet::default(), true);
+    }
+
+    fn committed(&self, changes: ChangeSet, schema_changed: bool) {
+        let mut st = self.shared.lock();
+        if st.groups.is_empty() {
+            return;
+        }
+        let affected: Vec<GroupId> = if schema_changed {
+            // Statements, column lists and dependencies may all have changed.
+            let all: Vec<GroupId> = st.groups.keys().copied().collect();
+            for gid in &all {
+                let deps = st.groups.get_mut(gid).and_then(|g| g.deps.take());
+                unregister(&mut st, *gid, deps.as_ref());
+            }
+            all
+        } else {
+            let mut hit = HashSet::new();
+            for (table, change) in &changes.tables {
+                let Some(gids) = st.by_table.get(table) else { continue };
+                for gid in gids {
+                    let dep = st.groups.get(gid).and_then(|g| g.deps.as_ref()).and_then(|d| d.get(table));
+                    if dep.is_some_and(|d| d.affected_by(change)) {
+                        hit.insert(*gid);
+                    }
+                }
+            }
+            hit.into_iter().collect()
+        };
+        for gid in affected {
+            if let Some(g) = st.groups.get_mut(&gid) {
+                g.dirty = true;
+            }
+            self.shared.start_if_idle(&mut st, gid);
+        }
+    }
+}
+
+fn unregister(st: &mut State, gid: GroupId, deps: Option<&Dependencies>) {
+    let Some(deps) = deps else { return };
+    for table in deps.keys() {
+        if let Some(set) = st.by_table.get_mut(table) {
+            set.remove(&gid);
+            if set.is_empty() {
+                st.by_table.remove(table);
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn send(&self, deliveries: Vec<Delivery>) {
+        for d in deliveries {
+            let completion = match d {
+                Delivery::Rows(id, bytes, rows) => Completion {
+                    id,
+                    result: Ok(Output::Emission(EncodedRows { bytes: (*bytes).clone(), rows })),
+                },
+                Delivery::Failure(id, e) => Completion { id, result: Err(e) },
+            };
+            self.sink.complete(completion);
+        }
+    }
+
+    fn invalidate_all(self: &Arc<Self>, st: &mut State) {
+        let all: Vec<GroupId> = st.groups.keys().copied().collect();
+        for gid in all {
+            if let Some(g) = st.groups.get_mut(&gid) {
+                g.dirty = true;
+            }
+            self.start_if_idle(st, gid);
+        }
+    }
+
+    /// Starts a re-run of a dirty group unless one is running or scheduled, or nobody
+    /// could take its result now.
+    fn start_if_idle(self: &Arc<Self>, st: &mut State, gid: GroupId) {
+        let Some(g) = st.groups.get_mut(&gid) else { return };
+        if g.running || g.timer_pending || !g.dirty || !g.wanted() {
+            return;
+        }
+        g.running = true;
+        g.dirty = false;
+        let sql = g.sql.clone();
+        let params = g.params.clone();
+        let need_deps = g.deps.is_none();
+        st.runs += 1;
+        let shared = self.clone();
+        let task = Box::new(move |conn: &Connection| shared.run(conn, gid, &sql, &params, need_deps));
+        if self.readers.send(ReaderMsg::Task(task)).is_err() {
+            if let Some(g) = st.groups.get_mut(&gid) {
+                g.running = false;
+            }
+        }
+    }
+
+    /// On a reader thread: (dependencies, then) the query, then the bookkeeping.
+    fn run(self: &Arc<Self>, conn: &Connection, gid: GroupId, sql: &str, params: &Params, need_deps: bool) {
+        let started = Instant::now();
+        let mut outcome: Result<EncodedRows> = Ok(EncodedRows::default());
+        if need_deps {
+            match dependencies(conn, sql) {
+                Ok(deps) => {
+                    // Registered before the query runs: a commit after this point
+                    // invalidates the group; one before it is in the query's snapshot.
+                    let mut st = self.lock();
+                    for table in deps.keys() {
+                        st.by_table.entry(table.clone()).or_default().insert(gid);
+                    }
+                    match st.groups.get_mut(&gid) {
+                        Some(g) => g.deps = Some(deps),
+                        None => return,
+                    }
+                }
+                Err(e) => outcome = Err(e),
+            }
+        }
+        if outcome.is_ok() {
+            outcome = query::read(conn, sql, params, ReadFormat::Rows { max_rows: None }).map(|o| match o {
+                ReadOutput::Rows(r) => r,
+                ReadOutput::Json(_) => unreachable!("asked for rows"),
+            });
+        }
+        self.finish(gid, outcome, started.elapsed());
+    }
+
+    fn finish(self: &Arc<Self>, gid: GroupId, outcome: Result<EncodedRows>, took: Duration) {
+        let mut deliveries = Vec::new();
+        let mut st = self.lock();
+        let Some(g) = st.groups.get_mut(&gid) else { return };
+        g.running = false;
+        g.last_run = took;
+        match outcome {
+            Ok(rows) => {
+                let hash = xxhash_rust::xxh3::xxh3_64(&rows.bytes);
+                let same = g.last.as_ref().is_some_and(|l| l.hash == hash && l.rows == rows.rows);
+                if !same {
+                    g.last = Some(Last { hash, rows: rows.rows, bytes: Arc::new(rows.bytes) });
+                    g.subs.iter_mut().for_each(|s| s.stale = true);
+                }
+                let last = g.last.as_ref().expect("set above");
+                for s in g.subs.iter_mut() {
+                    if (s.stale || !s.has_first) && s.ready {
+                        deliveries.push(Delivery::Rows(s.id, last.bytes.clone(), last.rows));
+                        s.ready = false;
+                        s.stale = false;
+                        s.has_first = true;
+                    }
+                }
+            }
+            Err(e) => {
+                g.last = None;
+                for s in g.subs.iter_mut() {
+                    deliveries.push(Delivery::Failure(s.id, e.clone()));
+                    s.has_first = true;
+                    s.stale = false;
+                }
+            }
+        }
+        if g.dirty && g.wanted() {
+            // Under sustained writes, space re-runs by their own cost (at most half a
+            // reader's time for this query), but never longer than the allowed delay.
+            let delay = g.last_run.min(g.max_delay());
+            if delay >= THROTTLE_FLOOR {
+                g.timer_pending = true;
+                st.timers.push(Reverse((Instant::now() + delay, gid)));
+                self.wake.notify_all();
+            } else {
+                self.start_if_idle(&mut st, gid);
+            }
+        }
+        drop(st);
+        self.send(deliveries);
+    }
+}
+
+/// The scheduler thread: starts delayed re-runs when due, and while live queries exist,
+/// polls `PRAGMA data_version` to notice commits by other connections or processes.
+fn scheduler(shared: Arc<Shared>) {
+    let mut poller: Option<Connection> = None;
+    let mut last_version: Option<i64> = None;
+    let mut next_poll = Instant::now() + POLL_INTERVAL;
+    let mut st = shared.lock();
+    loop {
+        if st.stopped {
+            return;
+        }
+        let now = Instant::now();
+        while let Some(Reverse((when, gid))) = st.timers.peek().copied() {
+            if when > now {
+                break;
+            }
+            st.timers.pop();
+            if let Some(g) = st.groups.get_mut(&gid) {
+                g.timer_pending = false;
+            }
+            shared.start_if_idle(&mut st, gid);
+        }
+        let polling = (shared.writer.is_some() || shared.poll_target.is_some()) && !st.groups.is_empty();
+        if polling && now >= next_poll {
+            next_poll = now + POLL_INTERVAL;
+            match &shared.writer {
+                // The writer's own data_version moves only for other connections' commits.
+                Some(w) => {
+                    let _ = w.send(WriterMsg::CheckExternalChanges);
+                }
+                None => {
+                    drop(st);
+                    let external = poll_readonly(&shared, &mut poller, &mut last_version);
+                    st = shared.lock();
+                    if external {
+                        shared.invalidate_all(&mut st);
+                    }
+                }
+            }
+            continue;
+        }
+        if !polling {
+            last_version = None;
+        }
+        let mut wait = st.timers.peek().map(|Reverse((w, _))| w.saturating_duration_since(now));
+        if polling {
+            let until_poll = next_poll.saturating_duration_since(now);
+            wait = Some(wait.map_or(until_poll, |w| w.min(until_poll)));
+        }
+        st = match wait {
+            Some(w) => shared.wake.wait_timeout(st, w).unwrap_or_else(|p| p.into_inner()).0,
+            None => shared.wake.wait(st).unwrap_or_else(|p| p.into_inner()),
+        };
+    }
+}
+
+/// Read-only databases have no writer to ask: any change of `data_version` on a connection
+/// of our own is another process's commit.
+fn poll_readonly(shared: &Shared, poller: &mut Option<Connection>, last_version: &mut Option<i64>) -> bool {
+    if poller.is_none() {
+        let Some((loc, opts)) = shared.poll_target.as_ref() else { return false };
+        *poller = open_reader(loc, opts).ok();
+    }
+    let Some(conn) = poller.as_ref() else { return false };
+    let Ok(version) = conn.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0)) else {
+        return false;
+    };
+    let changed = last_version.is_some_and(|v| v != version);
+    *last_version = Some(version);
+    changed
+}

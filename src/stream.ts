@@ -1,0 +1,291 @@
+// Live queries on the JS side. The native registry does the deciding (dependencies, hashes,
+// throttling); this module turns emissions into rows and hands them to consumers, and
+// tells the native side when it may send the next one (so a consumer that is not reading
+// costs nothing and then receives the latest rows, never a backlog).
+
+import { closedError, fromNativeThrow } from './errors';
+import type { NativeDatabase } from './native';
+import { checkKeys } from './options';
+import type { Requests, Subscriber } from './requests';
+import { decodeRows, type Row } from './rows';
+
+export interface StreamOptions {
+  /** Aborting ends the stream and frees it. */
+  signal?: AbortSignal;
+  /** Longest a burst of writes may hold back an emission, in ms; default 100. */
+  maxDelayMs?: number;
+}
+
+/** What a LiveQuery needs from its database. */
+export interface LiveHost {
+  native: NativeDatabase;
+  requests: Requests;
+  isOpen(): boolean;
+}
+
+interface Waiter<T> {
+  resolve: (r: IteratorResult<T[]>) => void;
+  reject: (e: unknown) => void;
+}
+
+interface IteratorState<T> {
+  waiter: Waiter<T> | undefined;
+  /** The newest rows this iterator has not returned yet. */
+  buffered: T[] | undefined;
+  /** An error to report on the next call to next(). */
+  failure: unknown;
+}
+
+type Listener<T> = { onRows: (rows: T[]) => void; onError: ((err: Error) => void) | undefined };
+
+/** Callback subscriptions keep their stream alive until they unsubscribe. */
+const pinned = new Set<LiveQuery<unknown>>();
+
+/** A stream nobody references any more (an abandoned iterator) is unsubscribed natively. */
+const collected = new FinalizationRegistry<{ host: LiveHost; id: number }>(({ host, id }) => {
+  host.requests.subscribers.delete(id);
+  host.native.unsubscribe(id);
+});
+
+/** A live query: `for await (const rows of live)`, or `live.subscribe(onRows, onError)`. */
+export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
+  readonly #host: LiveHost;
+  readonly #sql: string;
+  readonly #params: unknown;
+  readonly #maxDelayMs: number;
+  readonly #signal: AbortSignal | undefined;
+  #current: T[] | undefined;
+  #subscription: number | undefined;
+  /** The first result is being computed: that is in-flight work (keeps the process alive). */
+  #awaitingFirst = false;
+  #ended = false;
+  readonly #listeners = new Set<Listener<T>>();
+  readonly #iterators = new Set<IteratorState<T>>();
+  readonly #onAbort = (): void => this.end();
+
+  /** @internal use db.stream() */
+  constructor(host: LiveHost, sql: string, params: unknown, options: StreamOptions | undefined) {
+    if (options !== undefined) checkKeys('stream', options, ['signal', 'maxDelayMs']);
+    const maxDelayMs = options?.maxDelayMs ?? 100;
+    if (!Number.isInteger(maxDelayMs) || maxDelayMs < 0 || maxDelayMs > 0x7fffffff) {
+      throw new RangeError('maxDelayMs must be a non-negative integer');
+    }
+    const signal = options?.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+    this.#host = host;
+    this.#sql = sql;
+    this.#params = params;
+    this.#maxDelayMs = maxDelayMs;
+    this.#signal = signal;
+    if (signal?.aborted) this.#ended = true;
+    else signal?.addEventListener('abort', this.#onAbort, { once: true });
+  }
+
+  /** The rows of the last emission, or undefined before the first. */
+  get current(): T[] | undefined {
+    return this.#current;
+  }
+
+  /** True once the stream was ended (abort, close, or a failing first run). */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** Calls `onRows` with every emission until the returned function is called. */
+  subscribe(onRows: (rows: T[]) => void, onError?: (err: Error) => void): () => void {
+    if (typeof onRows !== 'function') throw new TypeError('subscribe() takes a callback');
+    if (onError !== undefined && typeof onError !== 'function') throw new TypeError('onError must be a function');
+    const listener: Listener<T> = { onRows, onError };
+    if (this.#ended) {
+      queueMicrotask(() => onError?.(closedError('this live query has ended')));
+      return () => {};
+    }
+    this.#listeners.add(listener);
+    pinned.add(this as LiveQuery<unknown>);
+    this.#start();
+    return () => {
+      if (!this.#listeners.delete(listener)) return;
+      if (this.#listeners.size === 0) pinned.delete(this as LiveQuery<unknown>);
+      this.#stopIfUnused();
+    };
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<T[]> {
+    const state: IteratorState<T> = { waiter: undefined, buffered: undefined, failure: undefined };
+    let attached = false;
+    const detach = (): void => {
+      if (!attached) return;
+      attached = false;
+      this.#iterators.delete(state);
+      this.#stopIfUnused();
+    };
+    return {
+      next: () => {
+        if (this.#ended && state.buffered === undefined) return Promise.resolve({ done: true, value: undefined });
+        if (!attached) {
+          attached = true;
+          this.#iterators.add(state);
+          this.#start();
+        }
+        if (state.failure !== undefined) {
+          const f = state.failure;
+          state.failure = undefined;
+          if (this.#ended) detach();
+          return Promise.reject(f);
+        }
+        if (state.buffered !== undefined) {
+          const rows = state.buffered;
+          state.buffered = undefined;
+          this.#acknowledge();
+          return Promise.resolve({ done: false, value: rows });
+        }
+        // Someone awaits the next rows: that keeps the process alive, as a read would.
+        this.#host.requests.hold();
+        return new Promise((resolve, reject) => {
+          const settle = (): void => this.#host.requests.release();
+          state.waiter = {
+            resolve: (r) => {
+              settle();
+              resolve(r);
+            },
+            reject: (e) => {
+              settle();
+              reject(e);
+            },
+          };
+        });
+      },
+      return: () => {
+        detach();
+        state.waiter?.resolve({ done: true, value: undefined });
+        state.waiter = undefined;
+        return Promise.resolve({ done: true, value: undefined });
+      },
+    };
+  }
+
+  /** Ends the stream: iterators finish, callbacks stop, native resources are freed. */
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#signal?.removeEventListener('abort', this.#onAbort);
+    this.#unsubscribe();
+    pinned.delete(this as LiveQuery<unknown>);
+    this.#listeners.clear();
+    for (const it of this.#iterators) {
+      it.waiter?.resolve({ done: true, value: undefined });
+      it.waiter = undefined;
+    }
+    this.#iterators.clear();
+  }
+
+  #start(): void {
+    if (this.#subscription !== undefined || this.#ended) return;
+    const host = this.#host;
+    if (!host.isOpen()) {
+      queueMicrotask(() => this.#fail(closedError(), true));
+      return;
+    }
+    const id = host.requests.id();
+    const self = new WeakRef(this);
+    const subscriber: Subscriber = {
+      emit: (buf) => {
+        const live = self.deref();
+        if (live !== undefined) live.#emit(buf);
+      },
+      fail: (err) => {
+        const live = self.deref();
+        if (live !== undefined) live.#fail(err, false);
+      },
+      end: () => self.deref()?.end(),
+    };
+    host.requests.subscribers.set(id, subscriber);
+    try {
+      host.native.subscribe(id, this.#sql, this.#params, this.#maxDelayMs);
+    } catch (err) {
+      host.requests.subscribers.delete(id);
+      const e = fromNativeThrow(err);
+      queueMicrotask(() => this.#fail(e, true));
+      return;
+    }
+    this.#subscription = id;
+    this.#awaitingFirst = true;
+    host.requests.hold();
+    collected.register(this, { host, id }, this);
+  }
+
+  #firstArrived(): void {
+    if (!this.#awaitingFirst) return;
+    this.#awaitingFirst = false;
+    this.#host.requests.release();
+  }
+
+  #unsubscribe(): void {
+    this.#firstArrived();
+    const id = this.#subscription;
+    if (id === undefined) return;
+    this.#subscription = undefined;
+    collected.unregister(this);
+    this.#host.requests.subscribers.delete(id);
+    this.#host.native.unsubscribe(id);
+  }
+
+  #stopIfUnused(): void {
+    if (this.#listeners.size === 0 && this.#iterators.size === 0) this.#unsubscribe();
+  }
+
+  #acknowledge(): void {
+    if (this.#subscription !== undefined) this.#host.native.acknowledge(this.#subscription);
+  }
+
+  #emit(buf: Buffer): void {
+    this.#firstArrived();
+    let rows: T[];
+    try {
+      rows = decodeRows(buf, 'object', this.#host.requests.intMode) as T[];
+    } catch (err) {
+      this.#fail(err as Error, false);
+      this.#acknowledge();
+      return;
+    }
+    const first = this.#current === undefined;
+    this.#current = rows;
+    let consumed = this.#listeners.size > 0;
+    for (const l of [...this.#listeners]) l.onRows(rows);
+    for (const it of this.#iterators) {
+      if (it.waiter !== undefined) {
+        it.waiter.resolve({ done: false, value: rows });
+        it.waiter = undefined;
+        consumed = true;
+      } else {
+        it.buffered = rows;
+      }
+    }
+    // Ask for the next emission now if someone took this one; otherwise when an iterator
+    // next() picks up the buffered rows.
+    if (consumed || (first && this.#iterators.size === 0)) this.#acknowledge();
+  }
+
+  /** A failing run: the first one ends the stream; later ones are reported and it goes on. */
+  #fail(err: Error, fatal: boolean): void {
+    this.#firstArrived();
+    const ending = fatal || this.#current === undefined;
+    for (const l of [...this.#listeners]) l.onError?.(err);
+    for (const it of this.#iterators) {
+      if (it.waiter !== undefined) {
+        it.waiter.reject(err);
+        it.waiter = undefined;
+      } else {
+        it.failure = err;
+      }
+    }
+    if (ending) {
+      const pendingFailures = [...this.#iterators].filter((it) => it.failure !== undefined);
+      this.end();
+      // Iterators that have not seen the error yet still get it from their next next().
+      for (const it of pendingFailures) this.#iterators.add(it);
+    } else {
+      this.#acknowledge();
+    }
+  }
+}
