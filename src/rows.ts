@@ -33,36 +33,30 @@ function unsafeInteger(value: bigint): never {
   );
 }
 
-/** Generates the builder for one column list, row mode and integer mode. */
+/** Generates the builder for one column list, row mode and integer mode. Each cell is an
+ * inline expression (no call per cell): see docs/experiments/001-result-path.md. */
 function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build {
-  const cell = 'v()';
-  let body: string;
+  const int = intMode === 'bigint' ? 'BigInt(x)' : 'x';
+  // Common tags first: INT, REAL, TEXT, NULL; BLOB and BIGINT go through small closures.
+  const cell =
+    `(t = tags[i], x = nums[i++], t === 5 ? ${int} : t === 1 ? x : ` +
+    `t === 2 ? (s = text.slice(tp, x), tp = x, s) : t === 0 ? null : t === 3 ? blob(x) : big())`;
+  let row: string;
   if (rowMode === 'array') {
-    body = `[${names.map(() => cell).join(', ')}]`;
+    row = `[${names.map(() => cell).join(', ')}]`;
   } else {
     // A quoted `"__proto__": v` would set the prototype; a computed key defines a property.
     const fields = names.map((n) => (n === '__proto__' ? `["__proto__"]: ${cell}` : `${JSON.stringify(n)}: ${cell}`));
-    body = `{ ${fields.join(', ')} }`;
+    row = `{ ${fields.join(', ')} }`;
   }
-  const intCell = intMode === 'bigint' ? 'BigInt(x)' : 'x';
-  const bigCell = intMode === 'number' ? 'unsafeInteger(bigs[gp++])' : 'bigs[gp++]';
+  const big = intMode === 'number' ? 'unsafeInteger(bigs[gp++])' : 'bigs[gp++]';
   const source = `
     return function build(n, tags, nums, bigs, text, buf, blobBase) {
-      let i = 0, tp = 0, bp = 0, gp = 0;
-      function v() {
-        const t = tags[i];
-        const x = nums[i++];
-        switch (t) {
-          case 5: return ${intCell};
-          case 1: return x;
-          case 2: { const s = text.slice(tp, x); tp = x; return s; }
-          case 0: return null;
-          case 3: { const b = Buffer.from(buf.subarray(blobBase + bp, blobBase + x)); bp = x; return b; }
-          default: return ${bigCell};
-        }
-      }
+      let i = 0, tp = 0, bp = 0, gp = 0, t = 0, x = 0, s = '';
+      const blob = (end) => { const b = Buffer.from(buf.subarray(blobBase + bp, blobBase + end)); bp = end; return b; };
+      const big = () => ${big};
       const out = new Array(n);
-      for (let r = 0; r < n; r++) out[r] = ${body};
+      for (let r = 0; r < n; r++) out[r] = ${row};
       return out;
     };`;
   return new Function('unsafeInteger', 'Buffer', source)(unsafeInteger, Buffer) as Build;

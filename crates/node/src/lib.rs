@@ -210,6 +210,16 @@ impl NativeDatabase {
         vec![groups as f64, runs as f64]
     }
 
+    /// EXPERIMENT (docs/experiments/001-result-path.md): rows built with Node-API calls.
+    #[napi]
+    pub fn experiment_native_rows(&self, env: Env, encoded: Buffer) -> Result<Unknown<'_>> {
+        let _ = self;
+        unsafe {
+            let v = values::rows_from_encoding(env.raw(), &encoded).map_err(|s| napi::Error::from_status(Status::from(s)))?;
+            Ok(Unknown::from_raw_unchecked(env.raw(), v))
+        }
+    }
+
     #[napi]
     pub fn panic_for_tests(&self, env: Env, id: u32) -> Result<()> {
         self.db.panic_for_tests(id).map_err(|e| core_error(&env, e))
