@@ -300,6 +300,12 @@ export class Database implements Executor, TransactionHost {
     return this.#closing;
   }
 
+  /** @internal test hook: `{ groups, reruns }` of the native live-query registry. */
+  [Symbol.for('quietsqlite.liveStats')](): { groups: number; reruns: number } {
+    const [groups, reruns] = this.#native.liveStats();
+    return { groups: groups!, reruns: reruns! };
+  }
+
   /** @internal test hook: a native reader panics; the promise must reject, not crash. */
   [Symbol.for('quietsqlite.panicForTests')](): Promise<void> {
     return this.#requests.start<void>(Kind.Done, 'object', (id) => {

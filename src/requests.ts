@@ -45,6 +45,8 @@ export class Requests {
   readonly subscribers = new Map<number, Subscriber>();
   private nextId = 1;
   private inflight = 0;
+  /** The addon's reference keeping the event loop alive is held (see settleIdle). */
+  private busy = false;
   private native: WeakRef<NativeDatabase> | undefined;
   private owner: object | undefined;
 
@@ -73,7 +75,7 @@ export class Requests {
         return;
       }
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, kind, rowMode });
-      if (this.inflight++ === 0) this.setBusy(true);
+      if (this.inflight++ === 0 && !this.busy) this.setBusy(true);
     });
   }
 
@@ -85,18 +87,25 @@ export class Requests {
 
   /** Counts work the addon does without a request (a live query's first run) as in flight. */
   hold(): void {
-    if (this.inflight++ === 0) this.setBusy(true);
+    if (this.inflight++ === 0 && !this.busy) this.setBusy(true);
   }
 
   release(): void {
-    if (--this.inflight === 0) this.setBusy(false);
+    if (--this.inflight === 0) queueMicrotask(this.settleIdle);
   }
+
+  /** Lets go of the event loop once nothing is in flight. Deferred by a microtask so code
+   * that awaits a result and immediately sends the next request does not toggle it. */
+  private readonly settleIdle = (): void => {
+    if (this.inflight === 0 && this.busy) this.setBusy(false);
+  };
 
   get idle(): boolean {
     return this.inflight === 0;
   }
 
   private setBusy(on: boolean): void {
+    this.busy = on;
     const native = this.native?.deref();
     if (native) native.keepAlive(on);
     if (this.owner) {
@@ -117,7 +126,7 @@ export class Requests {
         continue;
       }
       this.pending.delete(id);
-      if (--this.inflight === 0) this.setBusy(false);
+      if (--this.inflight === 0) queueMicrotask(this.settleIdle);
       if (!ok) {
         p.reject(errorFromNative(payload as NativeErrorDetail));
         continue;

@@ -23,7 +23,9 @@ type Build = (
   blobBase: number,
 ) => unknown[];
 
-const factories = new Map<string, Build>();
+/** Builders by row mode and int mode, then by the column-name list: no key is concatenated
+ * per result. */
+const factories: Record<string, Map<string, Build>> = {};
 const MAX_FACTORIES = 512;
 
 function unsafeInteger(value: bigint): never {
@@ -63,13 +65,13 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
 }
 
 function factoryFor(namesKey: string, rowMode: RowMode, intMode: IntMode): Build {
-  const key = `${rowMode}\u0001${intMode}\u0001${namesKey}`;
-  let f = factories.get(key);
+  const byNames = (factories[rowMode + intMode] ??= new Map<string, Build>());
+  let f = byNames.get(namesKey);
   if (f === undefined) {
-    if (factories.size >= MAX_FACTORIES) factories.clear();
+    if (byNames.size >= MAX_FACTORIES) byNames.clear();
     const names = namesKey.length === 0 ? [] : namesKey.slice(0, -1).split('\u0000');
     f = makeFactory(names, rowMode, intMode);
-    factories.set(key, f);
+    byNames.set(namesKey, f);
   }
   return f;
 }

@@ -113,8 +113,9 @@ impl Writer {
                     let id = job.id;
                     let result = catch_unwind(AssertUnwindSafe(|| self.handle(job)))
                         .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
-                    self.publish_changes();
+                    // The request resolves before any live query can emit its effect.
                     self.sink.complete(Completion { id, result });
+                    self.publish_changes();
                 }
                 WriterMsg::CheckExternalChanges => self.check_external_changes(),
                 WriterMsg::Stop(countdown) => {
