@@ -15,8 +15,10 @@ import { Kind, Requests, type ExecuteResult } from './requests';
 import type { IntMode, Row } from './rows';
 import {
   currentTransaction,
+  raceBody,
   runInContext,
   Transaction,
+  transactionOptions,
   type Executor,
   type TransactionHost,
   type TransactionMode,
@@ -43,7 +45,8 @@ export class Database implements Executor, TransactionHost {
   #closing: Promise<void> | undefined;
   #forceClosing = false;
   #nextTx = 1;
-  #activeTx: Transaction | undefined;
+  /** The transaction holding the writer, with the means to cancel it (forced close). */
+  #running: { tx: Transaction; cancel: (reason: unknown) => void; settled: Promise<void> } | undefined;
 
   private constructor(path: string, native: NativeDatabase, requests: Requests) {
     this.#path = path;
@@ -212,34 +215,24 @@ export class Database implements Executor, TransactionHost {
     if (outer !== undefined) return outer.transaction(body, options);
     if (this.#closing) throw closedError();
     if (typeof body !== 'function') throw new TypeError('transaction() takes an async function');
-    if (options !== undefined) checkKeys('transaction', options, ['mode', 'signal']);
-    const mode = options?.mode ?? 'immediate';
-    if (!(mode in MODES)) throw new TypeError("mode must be 'immediate', 'deferred' or 'exclusive'");
-    const signal = options?.signal;
-    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+    const { mode, signal } = transactionOptions(options);
     signal?.throwIfAborted();
 
     const txId = this.#nextTx;
     this.#nextTx = txId >= 0x7fffffff ? 1 : txId + 1;
     await this.#write<void>(Kind.Done, 'object', (id) => this.#native.begin(id, txId, MODES[mode]));
     const tx = new Transaction(this, txId, 0);
-    this.#activeTx = tx;
-    let onAbort: (() => void) | undefined;
+    let cancel!: (reason: unknown) => void;
+    const cancelled = new Promise<never>((_, reject) => (cancel = reject));
+    cancelled.catch(() => {});
+    let settle!: () => void;
+    const settled = new Promise<void>((resolve) => (settle = resolve));
+    this.#running = { tx, cancel, settled };
     try {
       signal?.throwIfAborted();
       // A forced close may have begun while this transaction waited for the writer.
-      if (this.#forceClosing) throw closedError();
-      let run = Promise.resolve(runInContext(this, tx, () => body(tx)));
-      if (signal !== undefined) {
-        const aborted = new Promise<never>((_, reject) => {
-          onAbort = () => reject(signal.reason);
-          signal.addEventListener('abort', onAbort, { once: true });
-        });
-        // If the abort wins, the body's own outcome no longer matters to anyone.
-        run.catch(() => {});
-        run = Promise.race([run, aborted]);
-      }
-      const result = await run;
+      if (this.#forceClosing) throw closedError('the database was closed with force before this transaction began');
+      const result = await raceBody(() => runInContext(this, tx, () => body(tx)), signal, cancelled);
       tx.end();
       await this.#write<void>(Kind.Done, 'object', (id) => this.#native.commit(id, txId));
       return result;
@@ -252,8 +245,8 @@ export class Database implements Executor, TransactionHost {
       }
       throw err;
     } finally {
-      if (onAbort !== undefined) signal!.removeEventListener('abort', onAbort);
-      if (this.#activeTx === tx) this.#activeTx = undefined;
+      if (this.#running?.tx === tx) this.#running = undefined;
+      settle();
     }
   }
 
@@ -289,10 +282,11 @@ export class Database implements Executor, TransactionHost {
     this.#forceClosing = force;
     this.#closing = (async () => {
       this.#requests.endSubscriptions();
-      const tx = this.#activeTx;
-      if (force && tx !== undefined && tx.active) {
-        tx.end();
-        await this.#write<void>(Kind.Done, 'object', (id) => this.#native.rollback(id, tx.id)).catch(() => {});
+      const running = this.#running;
+      if (force && running !== undefined) {
+        // The transaction rejects with this error and rolls itself back.
+        running.cancel(closedError('the database was closed with force: the transaction was rolled back'));
+        await running.settled;
       }
       await this.#requests.start<void>(Kind.Done, 'object', (id) => this.#native.close(id));
       this.#native.dispose();

@@ -4,6 +4,7 @@
 
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { transactionEndedError } from './errors';
+import { checkKeys } from './options';
 import type { ExecuteResult } from './requests';
 import type { Row } from './rows';
 import type { QueryOptions } from './options';
@@ -34,10 +35,8 @@ export interface TransactionHost {
   writerBatch(tx: number, sql: string, paramSets: unknown): Promise<{ changes: number }>;
 }
 
-interface Context {
-  host: TransactionHost;
-  tx: Transaction;
-}
+/** The innermost transaction of every database whose body encloses the current code. */
+type Context = ReadonlyMap<TransactionHost, Transaction>;
 
 let storage: AsyncLocalStorage<Context> | undefined;
 
@@ -50,13 +49,62 @@ function als(): AsyncLocalStorage<Context> {
 /** The innermost live transaction of `host` in the current async context, if any. */
 export function currentTransaction(host: TransactionHost): Transaction | undefined {
   if (storage === undefined) return undefined;
-  const ctx = storage.getStore();
-  if (ctx === undefined || ctx.host !== host || !ctx.tx.active) return undefined;
-  return ctx.tx;
+  const tx = storage.getStore()?.get(host);
+  return tx !== undefined && tx.active ? tx : undefined;
 }
 
 export function runInContext<R>(host: TransactionHost, tx: Transaction, body: () => R): R {
-  return als().run({ host, tx }, body);
+  const store = als();
+  // Copy-on-enter: a body of database B inside a body of database A still routes A's calls.
+  const next = new Map(store.getStore());
+  next.set(host, tx);
+  return store.run(next, body);
+}
+
+export const TRANSACTION_OPTIONS = ['mode', 'signal'] as const;
+const MODE_NAMES = ['immediate', 'deferred', 'exclusive'];
+
+/** Validates transaction options; returns the mode and signal. */
+export function transactionOptions(options: unknown): { mode: TransactionMode; signal: AbortSignal | undefined } {
+  if (options === undefined) return { mode: 'immediate', signal: undefined };
+  if (options === null || typeof options !== 'object') throw new TypeError('transaction options must be an object');
+  checkKeys('transaction', options, TRANSACTION_OPTIONS);
+  const { mode = 'immediate', signal } = options as TransactionOptions;
+  if (typeof mode !== 'string' || !MODE_NAMES.includes(mode)) {
+    throw new TypeError("mode must be 'immediate', 'deferred' or 'exclusive'");
+  }
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+  return { mode, signal };
+}
+
+/**
+ * Runs a body and settles with it, or earlier with the abort reason of `signal` or the
+ * reason given to `cancelled`. When another racer wins, the body's own outcome no longer
+ * matters to anyone, so its rejection is deliberately dropped.
+ */
+export function raceBody<R>(run: () => Promise<R> | R, signal: AbortSignal | undefined, cancelled?: Promise<never>): Promise<R> {
+  let body: Promise<R>;
+  try {
+    body = Promise.resolve(run());
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  if (signal === undefined && cancelled === undefined) return body;
+  body.catch(() => {});
+  let onAbort: (() => void) | undefined;
+  const racers: Promise<R>[] = [body];
+  if (cancelled !== undefined) racers.push(cancelled);
+  if (signal !== undefined) {
+    racers.push(
+      new Promise<never>((_, reject) => {
+        onAbort = () => reject(signal.reason);
+        signal.addEventListener('abort', onAbort, { once: true });
+      }),
+    );
+  }
+  return Promise.race(racers).finally(() => {
+    if (onAbort !== undefined) signal!.removeEventListener('abort', onAbort);
+  });
 }
 
 /** The handle a transaction body receives. Valid only while its body runs. */
@@ -134,13 +182,14 @@ export class Transaction implements Executor {
   async transaction<R>(body: (tx: Transaction) => Promise<R> | R, options?: TransactionOptions): Promise<R> {
     this.#check();
     if (typeof body !== 'function') throw new TypeError('transaction() takes an async function');
-    const signal = options?.signal;
+    // `mode` is validated but has no effect on a savepoint: the outer BEGIN chose the locks.
+    const { signal } = transactionOptions(options);
     signal?.throwIfAborted();
     const name = `quietsqlite_sp_${this.depth + 1}_${++this.#savepoints}`;
     await this.host.writerExecute(this.id, `SAVEPOINT ${name}`, undefined);
     const inner = new Transaction(this.host, this.id, this.depth + 1);
     try {
-      const result = await runInContext(this.host, inner, () => body(inner));
+      const result = await raceBody(() => runInContext(this.host, inner, () => body(inner)), signal);
       inner.end();
       await this.host.writerExecute(this.id, `RELEASE ${name}`, undefined);
       return result;

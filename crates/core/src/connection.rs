@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use rusqlite::{Connection, OpenFlags};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -40,31 +41,42 @@ pub fn default_readers() -> usize {
 
 static MEMORY_DB_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Where the connections of one database open. `:memory:` becomes a named in-memory
-/// database (the memdb VFS) so the writer and every reader share it.
+/// Where the connections of one database open.
 #[derive(Debug, Clone)]
 pub struct Location {
     pub uri: String,
-    pub in_memory: bool,
+    /// For `:memory:`: the private file that holds it, deleted when the database closes.
+    pub temporary: Option<PathBuf>,
 }
 
 impl Location {
-    /// The location for a second look at a file database (None for `:memory:`, whose
-    /// name is made unique per open).
-    pub fn resolve_shared(path: &str) -> Option<Location> {
-        (path != ":memory:").then(|| Location::resolve(path))
-    }
-
+    /// `:memory:` becomes a private database file in RAM-backed storage (`/dev/shm` where it
+    /// exists), so the writer and every reader share it with WAL's concurrency: SQLite's own
+    /// shared in-memory databases block every reader while a write transaction is open.
     pub fn resolve(path: &str) -> Location {
         if path == ":memory:" {
             let n = MEMORY_DB_COUNTER.fetch_add(1, Ordering::Relaxed);
-            let uri = format!("file:/quietsqlite-{}-{n}?vfs=memdb", std::process::id());
-            return Location { uri, in_memory: true };
+            let shm = Path::new("/dev/shm");
+            let dir = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+            let file = dir.join(format!("quietsqlite-memory-{}-{n}.db", std::process::id()));
+            let uri = format!("file:{}", uri_escape(&file.to_string_lossy()));
+            return Location { uri, temporary: Some(file) };
         }
         if path.starts_with("file:") {
-            return Location { uri: path.to_owned(), in_memory: false };
+            return Location { uri: path.to_owned(), temporary: None };
         }
-        Location { uri: format!("file:{}", uri_escape(path)), in_memory: false }
+        Location { uri: format!("file:{}", uri_escape(path)), temporary: None }
+    }
+
+    /// Deletes a temporary database's files (after every connection closed).
+    pub fn remove_temporary(&self) {
+        if let Some(file) = &self.temporary {
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut p = file.clone().into_os_string();
+                p.push(suffix);
+                let _ = std::fs::remove_file(p);
+            }
+        }
     }
 }
 
@@ -88,7 +100,7 @@ pub fn open_writer(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_EXRESCODE;
     let conn = Connection::open_with_flags(&loc.uri, flags)?;
     conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
-    if !loc.in_memory {
+    {
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(Error::sqlite(
@@ -101,9 +113,7 @@ pub fn open_writer(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
         "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
     )?;
     // Checkpoints are scheduled by the writer when it is idle, not run on the commit path.
-    if !loc.in_memory {
-        conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
-    }
+    conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
     finish_open(&conn, opts)?;
     Ok(conn)
 }

@@ -8,7 +8,7 @@ use crate::live::LiveQueries;
 use crate::reader::{self, ReadJob, ReaderMsg, ReaderTask};
 use crate::value::Params;
 use std::time::Duration;
-use crate::writer::{ChangeListener, WriteJob, Writer, WriterMsg};
+use crate::writer::{ChangeListener, WriteJob, WriteKind, Writer, WriterMsg};
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use rusqlite::Connection;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,6 +23,7 @@ pub struct Database {
     closed: AtomicBool,
     sink: Arc<dyn CompletionSink>,
     live: LiveQueries,
+    location: Location,
 }
 
 impl Database {
@@ -38,9 +39,9 @@ impl Database {
         let readonly = opts.readonly;
         let opts_readers = opts.readers;
         let tracking = Arc::new(AtomicBool::new(false));
-        let loc_for_poll = Location::resolve_shared(&opts.path);
-        let poll_target = match (&loc_for_poll, readonly) {
-            (Some(loc), true) if !loc.in_memory => Some((loc.clone(), opts.clone())),
+        let location = Location::resolve(&opts.path);
+        let poll_target = match (&location.temporary, readonly) {
+            (None, true) => Some((location.clone(), opts.clone())),
             _ => None,
         };
         let live = LiveQueries::new(
@@ -52,11 +53,12 @@ impl Database {
         );
         let listener: Arc<dyn ChangeListener> = Arc::new(live.clone());
         let thread_sink = sink.clone();
+        let thread_location = location.clone();
         let thread_readers = reader_tx.clone();
         std::thread::Builder::new()
             .name("quietsqlite-writer".into())
             .spawn(move || {
-                let loc = Location::resolve(&opts.path);
+                let loc = thread_location;
                 let started = start(&loc, &opts, reader_rx, thread_sink.clone());
                 let writer = match started {
                     Ok(None) => {
@@ -70,7 +72,6 @@ impl Database {
                         tracking,
                         thread_readers,
                         opts.readers,
-                        loc.in_memory,
                     ),
                     Err(e) => Err(e),
                 };
@@ -81,6 +82,7 @@ impl Database {
                     }
                     Err(e) => {
                         // Reader threads that did start stop when `thread_readers` drops.
+                        loc.remove_temporary();
                         thread_sink.complete(Completion { id: open_id, result: Err(e) });
                     }
                 }
@@ -95,6 +97,7 @@ impl Database {
             closed: AtomicBool::new(false),
             sink,
             live,
+            location,
         })
     }
 
@@ -122,9 +125,12 @@ impl Database {
         self.readers.send(ReaderMsg::Task(task)).map_err(|_| closed_by_failure())
     }
 
-    /// Queues a request on the writer.
+    /// Queues a request on the writer. While closing, requests of a transaction that is
+    /// running or was queued before close() still pass: close() waits for them.
     pub fn write(&self, job: WriteJob) -> Result<()> {
-        self.check_open()?;
+        if job.tx.is_none() || matches!(job.kind, WriteKind::Begin { .. }) {
+            self.check_open()?;
+        }
         if self.readonly {
             return Err(Error::Sqlite {
                 code: rusqlite::ffi::SQLITE_READONLY,
@@ -167,7 +173,9 @@ impl Database {
         self.closed.store(true, Ordering::Release);
         self.live.stop();
         let sink = self.sink.clone();
+        let location = self.location.clone();
         let countdown = Countdown::new(1 + self.reader_count, move || {
+            location.remove_temporary();
             sink.complete(Completion { id, result: Ok(Output::Done) });
         });
         if let Err(crossbeam_channel::SendError(WriterMsg::Stop(c))) =
@@ -184,7 +192,8 @@ impl Drop for Database {
         self.live.stop();
         if !self.closed.swap(true, Ordering::AcqRel) {
             // Dropped without close(): let the threads drain and exit on their own.
-            let countdown = Countdown::new(1 + self.reader_count, || {});
+            let location = self.location.clone();
+            let countdown = Countdown::new(1 + self.reader_count, move || location.remove_temporary());
             let _ = self.writer.send(WriterMsg::Stop(countdown));
         }
     }

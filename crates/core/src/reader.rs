@@ -29,8 +29,35 @@ pub(crate) enum ReaderMsg {
     Stop(Arc<Countdown>),
 }
 
+/// EXPERIMENT 003: how long a reader polls its queue after a job before it parks.
+fn spin_window() -> std::time::Duration {
+    let us = std::env::var("QUIETSQLITE_EXPERIMENT_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(0u64);
+    std::time::Duration::from_micros(us)
+}
+
+/// The next message: poll for `spin` first (a request that follows quickly is then taken
+/// without the cost of waking a parked thread), then block.
+fn next_message(queue: &Receiver<ReaderMsg>, spin: std::time::Duration) -> Option<ReaderMsg> {
+    if !spin.is_zero() {
+        let until = std::time::Instant::now() + spin;
+        loop {
+            match queue.try_recv() {
+                Ok(m) => return Some(m),
+                Err(crossbeam_channel::TryRecvError::Disconnected) => return None,
+                Err(crossbeam_channel::TryRecvError::Empty) => {}
+            }
+            if std::time::Instant::now() >= until {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+    }
+    queue.recv().ok()
+}
+
 pub(crate) fn run(conn: Connection, queue: Receiver<ReaderMsg>, sink: Arc<dyn CompletionSink>) {
-    while let Ok(msg) = queue.recv() {
+    let spin = spin_window();
+    while let Some(msg) = next_message(&queue, spin) {
         match msg {
             ReaderMsg::Read(job) => {
                 let id = job.id;

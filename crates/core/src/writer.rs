@@ -76,7 +76,6 @@ pub(crate) struct Writer {
     schema_version: i64,
     /// The writer's `PRAGMA data_version`: it moves only when another connection commits.
     data_version: Option<i64>,
-    in_memory: bool,
 }
 
 impl Writer {
@@ -87,7 +86,6 @@ impl Writer {
         tracking: Arc<AtomicBool>,
         readers: Sender<ReaderMsg>,
         reader_count: usize,
-        in_memory: bool,
     ) -> Result<Self> {
         let tracker = ChangeTracker::install(&conn, tracking);
         let schema_version = conn.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
@@ -102,7 +100,6 @@ impl Writer {
             deferred: VecDeque::new(),
             schema_version,
             data_version: None,
-            in_memory,
         })
     }
 
@@ -122,9 +119,7 @@ impl Writer {
                     if !self.conn.is_autocommit() {
                         let _ = self.conn.execute_batch("ROLLBACK");
                     }
-                    if !self.in_memory {
-                        let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)");
-                    }
+                    let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)");
                     for _ in 0..self.reader_count {
                         let _ = self.readers.send(ReaderMsg::Stop(countdown.clone()));
                     }
@@ -166,7 +161,7 @@ impl Writer {
     }
 
     fn idle_checkpoint(&mut self, threshold: i32) {
-        if self.in_memory || self.tracker.wal_pages() < threshold || !self.conn.is_autocommit() {
+        if self.tracker.wal_pages() < threshold || !self.conn.is_autocommit() {
             return;
         }
         // PASSIVE never waits for readers; what it cannot copy now it copies next time.

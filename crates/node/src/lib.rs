@@ -68,6 +68,7 @@ pub struct NativeOpenOptions {
 pub struct NativeDatabase {
     db: Database,
     sink: Arc<NodeSink>,
+    cleanup: sink::CleanupHook,
 }
 
 fn tx_of(tx: u32) -> Option<u32> {
@@ -95,10 +96,7 @@ impl NativeDatabase {
     ) -> Result<Self> {
         let sink = unsafe { NodeSink::new(env.raw(), on_complete.raw()) }
             .map_err(|s| napi::Error::from_status(Status::from(s)))?;
-        unsafe {
-            let hook_arg = Arc::into_raw(sink.clone()) as *mut std::ffi::c_void;
-            sys::napi_add_env_cleanup_hook(env.raw(), Some(sink::on_env_cleanup), hook_arg);
-        }
+        let cleanup = sink::CleanupHook::add(env.raw(), &sink);
         let mut opts = OpenOptions::new(path);
         opts.readers = options.readers as usize;
         opts.readonly = options.readonly;
@@ -112,7 +110,7 @@ impl NativeDatabase {
             })
             .collect();
         let db = Database::open(opts, sink.clone(), open_id).map_err(|e| core_error(&env, e))?;
-        Ok(NativeDatabase { db, sink })
+        Ok(NativeDatabase { db, sink, cleanup })
     }
 
     /// A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
@@ -173,8 +171,9 @@ impl NativeDatabase {
 
     /// Stops delivering completions (after the close completion arrived).
     #[napi]
-    pub fn dispose(&self) {
+    pub fn dispose(&mut self) {
         self.sink.release();
+        self.cleanup.remove();
     }
 
     /// Keeps the process alive while work is in flight, and lets it exit when idle.
@@ -231,6 +230,7 @@ impl Drop for NativeDatabase {
         // Collected without close(): the core drains and stops its threads; nothing more
         // may reach JS.
         self.sink.release();
+        self.cleanup.remove();
     }
 }
 

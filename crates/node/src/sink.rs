@@ -161,7 +161,34 @@ unsafe extern "C" fn finalize_tsfn(_env: sys::napi_env, data: *mut c_void, _hint
 }
 
 /// Env teardown (a Worker terminated, the process exiting): stop calling into JS.
-pub unsafe extern "C" fn on_env_cleanup(arg: *mut c_void) {
-    let sink = Arc::from_raw(arg as *const NodeSink);
+unsafe extern "C" fn on_env_cleanup(arg: *mut c_void) {
+    let sink = &*(arg as *const NodeSink);
     sink.mark_released();
+}
+
+/// The env cleanup hook of one database; removed when the database is disposed, so
+/// opening and closing many databases leaves nothing behind.
+pub struct CleanupHook {
+    env: sys::napi_env,
+    arg: *mut c_void,
+}
+
+impl CleanupHook {
+    pub fn add(env: sys::napi_env, sink: &Arc<NodeSink>) -> CleanupHook {
+        let arg = Arc::into_raw(sink.clone()) as *mut c_void;
+        unsafe { sys::napi_add_env_cleanup_hook(env, Some(on_env_cleanup), arg) };
+        CleanupHook { env, arg }
+    }
+
+    /// Unregisters the hook and drops its reference (once).
+    pub fn remove(&mut self) {
+        if self.arg.is_null() {
+            return;
+        }
+        unsafe {
+            sys::napi_remove_env_cleanup_hook(self.env, Some(on_env_cleanup), self.arg);
+            drop(Arc::from_raw(self.arg as *const NodeSink));
+        }
+        self.arg = std::ptr::null_mut();
+    }
 }
