@@ -277,7 +277,11 @@ export class Database implements Executor, TransactionHost {
    */
   close(options?: CloseOptions): Promise<void> {
     if (this.#closing) return this.#closing;
-    if (options !== undefined) checkKeys('close', options, ['force']);
+    try {
+      if (options !== undefined) checkKeys('close', options, ['force']);
+    } catch (err) {
+      return rejected(err);
+    }
     const force = options?.force === true;
     this.#forceClosing = force;
     this.#closing = (async () => {

@@ -159,7 +159,7 @@ export class Requests {
         const [changes, lastId, rows] = payload as [number, number | bigint, Buffer | null];
         const result: ExecuteResult = {
           changes,
-          lastInsertRowid: convertInteger(lastId, this.intMode),
+          lastInsertRowid: rowidFor(lastId, this.intMode),
           rows: rows === null ? [] : decodeRows(rows, rowMode, this.intMode),
         };
         return result;
@@ -170,4 +170,16 @@ export class Requests {
         return undefined;
     }
   }
+}
+
+/** lastInsertRowid under intMode; in 'number' mode an unsafe rowid is an error that says the
+ * statement itself already ran (it cannot be undone by the conversion failing). */
+function rowidFor(value: number | bigint, intMode: IntMode): number | bigint {
+  if (typeof value === 'bigint' && intMode === 'number') {
+    throw new RangeError(
+      `the statement ran and its changes stand, but its lastInsertRowid ${value} does not fit in a JS number ` +
+        "(intMode is 'number'); use intMode 'auto' or 'bigint'",
+    );
+  }
+  return convertInteger(value, intMode);
 }

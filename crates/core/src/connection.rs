@@ -68,6 +68,29 @@ impl Location {
         Location { uri: format!("file:{}", uri_escape(path)), temporary: None }
     }
 
+    /// The URI for read-only connections: a `mode=rw`/`mode=rwc` query parameter would
+    /// contradict their read-only open flag (SQLITE_PERM), so it becomes `mode=ro`.
+    pub fn reader_uri(&self) -> String {
+        let Some((path, query)) = self.uri.split_once('?') else { return self.uri.clone() };
+        let params: Vec<&str> = query
+            .split('&')
+            .map(|p| if p == "mode=rw" || p == "mode=rwc" { "mode=ro" } else { p })
+            .collect();
+        format!("{path}?{}", params.join("&"))
+    }
+
+    /// In-memory URIs give every connection its own private database, which cannot work
+    /// with separate reader connections.
+    pub fn check_shareable(&self) -> Result<()> {
+        let uri = self.uri.to_ascii_lowercase();
+        if self.temporary.is_none() && (uri.starts_with("file::memory:") || uri.contains("mode=memory")) {
+            return Err(Error::Type(
+                "in-memory URIs are private to one connection; open ':memory:' instead".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Deletes a temporary database's files (after every connection closed).
     pub fn remove_temporary(&self) {
         if let Some(file) = &self.temporary {
@@ -112,9 +135,10 @@ pub fn open_writer(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
     conn.execute_batch(
         "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
     )?;
+    let opts_for_writer = opts;
     // Checkpoints are scheduled by the writer when it is idle, not run on the commit path.
     conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
-    finish_open(&conn, opts)?;
+    finish_open(&conn, opts_for_writer, false)?;
     Ok(conn)
 }
 
@@ -123,17 +147,22 @@ pub fn open_reader(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_EXRESCODE;
-    let conn = Connection::open_with_flags(&loc.uri, flags)?;
+    let conn = Connection::open_with_flags(&loc.reader_uri(), flags)?;
     conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
     conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;")?;
-    finish_open(&conn, opts)?;
+    finish_open(&conn, opts, true)?;
     Ok(conn)
 }
 
-fn finish_open(conn: &Connection, opts: &OpenOptions) -> Result<()> {
+fn finish_open(conn: &Connection, opts: &OpenOptions, reader: bool) -> Result<()> {
     conn.set_prepared_statement_cache_capacity(opts.statement_cache);
     for (name, value) in &opts.pragmas {
-        apply_pragma(conn, name, value)?;
+        match apply_pragma(conn, name, value) {
+            // A pragma that writes the database (user_version, page_size, ...) was applied
+            // by the writer; a read-only reader cannot and need not repeat it.
+            Err(Error::Sqlite { code, .. }) if reader && code & 0xff == rusqlite::ffi::SQLITE_READONLY => {}
+            other => other?,
+        }
     }
     Ok(())
 }

@@ -40,6 +40,7 @@ impl Database {
         let opts_readers = opts.readers;
         let tracking = Arc::new(AtomicBool::new(false));
         let location = Location::resolve(&opts.path);
+        location.check_shareable()?;
         let poll_target = match (&location.temporary, readonly) {
             (None, true) => Some((location.clone(), opts.clone())),
             _ => None,
@@ -54,6 +55,7 @@ impl Database {
         let listener: Arc<dyn ChangeListener> = Arc::new(live.clone());
         let thread_sink = sink.clone();
         let thread_location = location.clone();
+        let thread_live = live.clone();
         let thread_readers = reader_tx.clone();
         std::thread::Builder::new()
             .name("quietsqlite-writer".into())
@@ -82,6 +84,7 @@ impl Database {
                     }
                     Err(e) => {
                         // Reader threads that did start stop when `thread_readers` drops.
+                        thread_live.stop();
                         loc.remove_temporary();
                         thread_sink.complete(Completion { id: open_id, result: Err(e) });
                     }
@@ -132,10 +135,16 @@ impl Database {
             self.check_open()?;
         }
         if self.readonly {
+            let sql = match &job.kind {
+                WriteKind::Execute { sql, .. } | WriteKind::Batch { sql, .. } | WriteKind::Read { sql, .. } => {
+                    Some(sql.clone())
+                }
+                _ => None,
+            };
             return Err(Error::Sqlite {
                 code: rusqlite::ffi::SQLITE_READONLY,
                 message: "the database was opened read-only".into(),
-                sql: None,
+                sql,
             });
         }
         self.writer.send(WriterMsg::Job(job)).map_err(|_| closed_by_failure())

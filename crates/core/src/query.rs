@@ -33,7 +33,18 @@ pub enum ReadOutput {
 }
 
 fn prepare<'c>(conn: &'c Connection, sql: &str) -> Result<rusqlite::CachedStatement<'c>> {
+    require_statement(sql)?;
     conn.prepare_cached(sql).map_err(|e| Error::from(e).with_sql(sql))
+}
+
+/// SQL made only of white space and comments has no statement to run: say so, rather than
+/// let SQLite step nothing (SQLITE_MISUSE). Costs one byte comparison for ordinary SQL.
+fn require_statement(sql: &str) -> Result<()> {
+    if is_blank_sql(sql.as_bytes()) {
+        Err(Error::Range("the SQL text holds no statement".into()))
+    } else {
+        Ok(())
+    }
 }
 
 /// Runs a query that must not write. Used by readers (read-only connections) and by
@@ -123,6 +134,7 @@ fn is_blank_sql(mut s: &[u8]) -> bool {
 
 /// Runs one statement, or with no parameters, every statement of `sql`.
 pub fn execute(conn: &Connection, sql: &str, params: &Params) -> Result<ExecOutcome> {
+    require_statement(sql)?;
     let prepared = match conn.prepare_cached(sql) {
         Err(rusqlite::Error::MultipleStatement) => Err(rusqlite::Error::MultipleStatement),
         // A later statement may fail to prepare only because an earlier one has not run yet.
@@ -234,6 +246,9 @@ mod tests {
         execute(&conn, "DROP TABLE IF EXISTS a; CREATE TABLE a(y); -- done\n", &Params::None).unwrap();
         assert!(has_more_statements(&conn, "SELECT 1; SELECT 2"));
         assert!(!has_more_statements(&conn, "SELECT 1; -- c\n /* d */ ;"));
+        for blank in ["", "  ", ";", "/* c */", "-- nothing"] {
+            assert!(matches!(execute(&conn, blank, &Params::None), Err(Error::Range(_))), "{blank:?}");
+        }
         let with_params = execute(&conn, "INSERT INTO a VALUES (?); SELECT 1", &Params::Positional(vec![crate::Value::Integer(1)]));
         assert!(matches!(with_params, Err(Error::Range(_))));
     }

@@ -1,0 +1,228 @@
+// Opening databases: files, :memory:, readonly, options and the pragmas option.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  Database,
+  SqliteError,
+  openMemory,
+  openTemp,
+  rejectsAsync,
+  assertSqliteError,
+  tempDir,
+  threadCount,
+  settleThreads,
+  collectGarbage,
+} from './fixtures/helpers.mjs';
+
+test('opens a file database, reports path and isOpen, and persists data across opens', async (t) => {
+  const dir = await tempDir(t);
+  const path = join(dir, 'data.db');
+  const db = await Database.open(path);
+  assert.equal(db.path, path);
+  assert.equal(db.isOpen, true);
+  assert.ok(existsSync(path), 'the database file is created');
+  await db.execute('CREATE TABLE t(a)');
+  await db.execute('INSERT INTO t VALUES (?)', ['kept']);
+  await db.close();
+  assert.equal(db.isOpen, false);
+
+  const again = await Database.open(path);
+  t.after(() => again.close());
+  assert.deepStrictEqual(await again.select('SELECT a FROM t'), [{ a: 'kept' }]);
+});
+
+test('paths with spaces, #, ? and % are taken literally', async (t) => {
+  const dir = await tempDir(t);
+  for (const name of ['a b.db', 'hash#q?.db', 'pct%20x.db']) {
+    const path = join(dir, name);
+    const db = await Database.open(path);
+    await db.execute('CREATE TABLE t(a)');
+    await db.close();
+    assert.ok(existsSync(path), `${name} exists under its literal name`);
+  }
+});
+
+test('defaults: WAL, synchronous NORMAL, foreign keys on, busy timeout 5000, temp_store MEMORY', async (t) => {
+  const db = await openTemp(t, { readers: 2 });
+  const sql =
+    'SELECT * FROM pragma_journal_mode, pragma_synchronous, pragma_foreign_keys, pragma_busy_timeout, pragma_temp_store';
+  const expected = { journal_mode: 'wal', synchronous: 1, foreign_keys: 1, timeout: 5000, temp_store: 2 };
+  // On the readers ...
+  for (const row of await Promise.all([1, 2, 3, 4].map(() => db.selectOne(sql)))) {
+    assert.deepStrictEqual(row, expected);
+  }
+  // ... and on the writer.
+  assert.deepStrictEqual((await db.execute(sql)).rows, [expected]);
+});
+
+test('busyTimeout option sets the busy timeout of every connection', async (t) => {
+  const db = await openTemp(t, { readers: 2, busyTimeout: 1234 });
+  const rows = await Promise.all([1, 2, 3, 4].map(() => db.selectOne('SELECT * FROM pragma_busy_timeout')));
+  for (const row of rows) assert.deepStrictEqual(row, { timeout: 1234 });
+  assert.deepStrictEqual((await db.execute('SELECT * FROM pragma_busy_timeout')).rows, [{ timeout: 1234 }]);
+});
+
+test(':memory: is one database shared by the writer and every reader', async (t) => {
+  const db = await openMemory(t, { readers: 4 });
+  assert.equal(db.path, ':memory:');
+  await db.execute('CREATE TABLE t(a)');
+  await db.executeBatch('INSERT INTO t VALUES (?)', [[1], [2], [3]]);
+  // Many concurrent reads spread over all readers; every one must see the writer's table.
+  for (let round = 0; round < 5; round++) {
+    const results = await Promise.all(
+      Array.from({ length: 16 }, () => db.selectOne('SELECT count(*) AS n, sum(a) AS s FROM t')),
+    );
+    for (const r of results) assert.deepStrictEqual(r, { n: 3, s: 6 });
+  }
+  // A later write is visible too (no reader holds a stale snapshot).
+  await db.execute('INSERT INTO t VALUES (4)');
+  const after = await Promise.all(Array.from({ length: 16 }, () => db.selectOne('SELECT count(*) AS n FROM t')));
+  for (const r of after) assert.deepStrictEqual(r, { n: 4 });
+});
+
+test('two :memory: databases are independent', async (t) => {
+  const a = await openMemory(t);
+  const b = await openMemory(t);
+  await a.execute('CREATE TABLE only_in_a(x)');
+  assert.deepStrictEqual(await b.select("SELECT name FROM sqlite_master WHERE name = 'only_in_a'"), []);
+  assert.deepStrictEqual(await a.select("SELECT name FROM sqlite_master WHERE name = 'only_in_a'"), [
+    { name: 'only_in_a' },
+  ]);
+});
+
+test('readonly: reads work, writes reject with SqliteError SQLITE_READONLY', async (t) => {
+  const dir = await tempDir(t);
+  const path = join(dir, 'ro.db');
+  const rw = await Database.open(path);
+  await rw.execute('CREATE TABLE t(a)');
+  await rw.execute('INSERT INTO t VALUES (1)');
+  await rw.close();
+
+  const db = await Database.open(path, { readonly: true });
+  t.after(() => db.close());
+  assert.deepStrictEqual(await db.select('SELECT a FROM t'), [{ a: 1 }]);
+  const err = await rejectsAsync(() => db.execute('INSERT INTO t VALUES (2)'), SqliteError);
+  assertSqliteError(err, 'SQLITE_READONLY', 8);
+  const batchErr = await rejectsAsync(() => db.executeBatch('INSERT INTO t VALUES (?)', [[3]]), SqliteError);
+  assertSqliteError(batchErr, 'SQLITE_READONLY', 8);
+  // Still usable, and nothing was written.
+  assert.deepStrictEqual(await db.select('SELECT a FROM t'), [{ a: 1 }]);
+});
+
+test(
+  'readonly: the SqliteError for a rejected write names its SQL',
+  {},
+  async (t) => {
+    const dir = await tempDir(t);
+    const path = join(dir, 'ro.db');
+    const rw = await Database.open(path);
+    await rw.execute('CREATE TABLE t(a)');
+    await rw.close();
+    const db = await Database.open(path, { readonly: true });
+    t.after(() => db.close());
+    const err = await rejectsAsync(() => db.execute('INSERT INTO t VALUES (2)'), SqliteError);
+    assert.equal(err.sql, 'INSERT INTO t VALUES (2)', 'the error names the statement that failed');
+    const batchErr = await rejectsAsync(() => db.executeBatch('INSERT INTO t VALUES (?)', [[3]]), SqliteError);
+    assert.equal(batchErr.sql, 'INSERT INTO t VALUES (?)');
+  },
+);
+
+test('pragmas option applies to every connection (readers and writer)', async (t) => {
+  const db = await openTemp(t, { readers: 3, pragmas: { cache_size: -4000, recursive_triggers: true } });
+  const sql = 'SELECT * FROM pragma_cache_size, pragma_recursive_triggers';
+  const expected = { cache_size: -4000, recursive_triggers: 1 };
+  const rows = await Promise.all(Array.from({ length: 24 }, () => db.selectOne(sql)));
+  for (const row of rows) assert.deepStrictEqual(row, expected);
+  assert.deepStrictEqual((await db.execute(sql)).rows, [expected]);
+  // Inside a transaction reads run on the writer connection.
+  assert.deepStrictEqual(await db.transaction((tx) => tx.selectOne(sql)), expected);
+});
+
+test('user_version set through execute is visible from every reader', async (t) => {
+  const db = await openTemp(t, { readers: 3 });
+  await db.execute('PRAGMA user_version = 42');
+  const rows = await Promise.all(Array.from({ length: 12 }, () => db.selectOne('PRAGMA user_version')));
+  for (const row of rows) assert.deepStrictEqual(row, { user_version: 42 });
+});
+
+test('opening a path in a missing directory rejects with SQLITE_CANTOPEN', async (t) => {
+  const dir = await tempDir(t);
+  const err = await rejectsAsync(() => Database.open(join(dir, 'no', 'such', 'dir', 'x.db')), SqliteError);
+  assertSqliteError(err, 'SQLITE_CANTOPEN', 14);
+});
+
+test('a failed open leaves no native threads behind', async (t) => {
+  const dir = await tempDir(t); // also warms up libuv's pool, so it does not count below
+  const before = await threadCount();
+  if (before === undefined) return t.skip('needs /proc/self/task');
+  for (let i = 0; i < 10; i++) {
+    await rejectsAsync(() => Database.open(join(dir, 'missing', `x${i}.db`)), SqliteError);
+  }
+  // Known: the live-query thread of a failed open currently lingers until GC finalizes the
+  // native object. This test forces a GC, so it catches threads that are never released.
+  await collectGarbage();
+  const after = await settleThreads(before + 2);
+  assert.ok(after <= before + 2, `threads: ${before} before 10 failed opens, ${after} after`);
+});
+
+test('invalid open arguments reject with TypeError/RangeError', async () => {
+  await rejectsAsync(() => Database.open(''), TypeError);
+  await rejectsAsync(() => Database.open(42), TypeError);
+  await rejectsAsync(() => Database.open(':memory:', 'fast'), TypeError);
+  await rejectsAsync(() => Database.open(':memory:', { reader: 2 }), {
+    name: 'TypeError',
+    message: /reader/,
+  });
+  await rejectsAsync(() => Database.open(':memory:', { readers: 0 }), RangeError);
+  await rejectsAsync(() => Database.open(':memory:', { readers: 1.5 }), RangeError);
+  await rejectsAsync(() => Database.open(':memory:', { intMode: 'string' }), TypeError);
+  await rejectsAsync(() => Database.open(':memory:', { readonly: 'yes' }), TypeError);
+  await rejectsAsync(() => Database.open(':memory:', { busyTimeout: -1 }), RangeError);
+  await rejectsAsync(() => Database.open(':memory:', { pragmas: { 'cache_size; DROP TABLE t': 1 } }), TypeError);
+  await rejectsAsync(() => Database.open(':memory:', { pragmas: { cache_size: {} } }), TypeError);
+});
+
+test('intMode is reported by the database', async (t) => {
+  assert.equal((await openMemory(t)).intMode, 'auto');
+  assert.equal((await openMemory(t, { intMode: 'bigint' })).intMode, 'bigint');
+  assert.equal((await openMemory(t, { intMode: 'number' })).intMode, 'number');
+});
+
+test('a pragma that writes the database (user_version) is applied by the writer; readers accept it', async (t) => {
+  const dir = await tempDir(t);
+  const path = join(dir, 'uv.db');
+  const db = await Database.open(path, { pragmas: { user_version: 7, cache_size: -4000 }, readers: 2 });
+  try {
+    for (let i = 0; i < 4; i++) {
+      assert.deepEqual(await db.selectOne('PRAGMA user_version'), { user_version: 7 });
+      assert.deepEqual(await db.selectOne('PRAGMA cache_size'), { cache_size: -4000 });
+    }
+  } finally {
+    await db.close();
+  }
+});
+
+test('file: URIs with mode=rwc open (readers use mode=ro); in-memory URIs are refused with a pointer to :memory:', async (t) => {
+  const dir = await tempDir(t);
+  const db = await Database.open(`file:${join(dir, 'uri.db')}?mode=rwc`);
+  try {
+    await db.execute('CREATE TABLE t(a)');
+    await db.execute('INSERT INTO t VALUES (1)');
+    assert.deepEqual(await db.select('SELECT a FROM t'), [{ a: 1 }]);
+  } finally {
+    await db.close();
+  }
+  for (const uri of ['file::memory:', 'file:x?mode=memory']) {
+    await rejectsAsync(() => Database.open(uri), (err) => err instanceof TypeError && /:memory:/.test(err.message), uri);
+  }
+});
+
+test('execute() of SQL with no statement is a RangeError, and the database stays usable', async (t) => {
+  const db = await openMemory(t);
+  for (const blank of ['', '   ', ';', '/* c */', '-- nothing']) {
+    await rejectsAsync(() => db.execute(blank), (err) => err instanceof RangeError && /no statement/.test(err.message), JSON.stringify(blank));
+  }
+  assert.deepEqual(await db.selectOne('SELECT 1 AS one'), { one: 1 });
+});

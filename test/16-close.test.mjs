@@ -1,0 +1,194 @@
+// Closing: in-flight work settles, later calls reject clearly, close is idempotent; and the
+// process lifetime: an idle database lets Node exit, in-flight work keeps it alive.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import {
+  Database,
+  PANIC,
+  COUNT_TO,
+  calibrateCount,
+  openMemory,
+  openTemp,
+  rejectsAsync,
+  threadCount,
+  settleThreads,
+} from './fixtures/helpers.mjs';
+
+const CLOSED = 'ERR_QUIETSQLITE_CLOSED';
+const ENTRY = pathToFileURL(fileURLToPath(new URL('../dist/index.mjs', import.meta.url))).href;
+
+function isClosedError(err) {
+  return err instanceof Error && err.code === CLOSED && /closed/i.test(err.message);
+}
+
+test('close() while 500 queries are in flight: every one settles, results are right', { timeout: 20_000 }, async (t) => {
+  const db = await openTemp(t, { readers: 2 });
+  await db.execute('CREATE TABLE t(i INTEGER)');
+  const n = await calibrateCount(db, 50);
+  const calls = [];
+  for (let i = 0; i < 500; i++) {
+    let p;
+    switch (i % 6) {
+      case 0: p = db.execute('INSERT INTO t VALUES (?)', [i]).then((r) => assert.equal(r.changes, 1)); break;
+      case 1: p = db.select('SELECT ? AS i', [i]).then((r) => assert.deepStrictEqual(r, [{ i }])); break;
+      case 2: p = db.selectOne('SELECT ? AS s', [`v${i}`]).then((r) => assert.deepStrictEqual(r, { s: `v${i}` })); break;
+      case 3: p = db.selectBytes('SELECT ? AS i', [i]).then((b) => assert.equal(b.toString(), `[{"i":${i}}]`)); break;
+      case 4: p = db.executeBatch('INSERT INTO t VALUES (?)', [[i], [i]]).then((r) => assert.equal(r.changes, 2)); break;
+      case 5: p = i % 100 === 5 ? db.select(COUNT_TO, [n]).then((r) => assert.deepStrictEqual(r, [{ n }])) : db.select('SELECT 1'); break;
+    }
+    calls.push(p);
+  }
+  const closing = db.close();
+  assert.equal(db.isOpen, false, 'isOpen is false as soon as close() is called');
+  // Calls made after close() reject, even while the close is still in progress.
+  const late = Promise.allSettled([db.select('SELECT 1'), db.execute('SELECT 1'), db.selectBytes('SELECT 1')]);
+
+  const settled = await Promise.allSettled(calls);
+  const unclear = settled.filter((s) => s.status === 'rejected' && !isClosedError(s.reason));
+  assert.deepStrictEqual(unclear.map((s) => s.reason), [], 'rejections must be the clear closed error');
+  const fulfilled = settled.filter((s) => s.status === 'fulfilled').length;
+  t.diagnostic(`${fulfilled} of 500 in-flight calls completed, ${500 - fulfilled} rejected as closed`);
+  for (const s of await late) {
+    assert.equal(s.status, 'rejected');
+    assert.ok(isClosedError(s.reason), String(s.reason));
+  }
+  await closing;
+  assert.equal(db.isOpen, false);
+});
+
+test('after close every call rejects with ERR_QUIETSQLITE_CLOSED (never throws)', async (t) => {
+  const db = await openTemp(t);
+  await db.execute('CREATE TABLE t(a)');
+  await db.close();
+  const calls = [
+    () => db.select('SELECT 1'),
+    () => db.selectOne('SELECT 1'),
+    () => db.selectBytes('SELECT 1'),
+    () => db.execute('INSERT INTO t VALUES (1)'),
+    () => db.executeBatch('INSERT INTO t VALUES (?)', [[1]]),
+    () => db.transaction(async () => 1),
+    () => db[PANIC](),
+    // Even invalid calls report the closed state rather than misuse.
+    () => db.select(42),
+  ];
+  for (const call of calls) {
+    const err = await rejectsAsync(call, Error);
+    assert.ok(isClosedError(err), `${call}: ${err}`);
+  }
+});
+
+test('close is idempotent', async (t) => {
+  const db = await openMemory(t);
+  const a = db.close();
+  const b = db.close();
+  await Promise.all([a, b]);
+  await db.close();
+  assert.equal(await db.close(), undefined);
+  assert.equal(db.isOpen, false);
+});
+
+test('a closed file database can be reopened and has every completed write', async (t) => {
+  const first = await openTemp(t);
+  const path = first.path;
+  await first.execute('CREATE TABLE t(i)');
+  const writes = Array.from({ length: 100 }, (_, i) => first.execute('INSERT INTO t VALUES (?)', [i]));
+  await first.close();
+  const done = (await Promise.allSettled(writes)).filter((s) => s.status === 'fulfilled').length;
+  const again = await Database.open(path);
+  t.after(() => again.close());
+  assert.equal((await again.selectOne('SELECT count(*) AS n FROM t')).n, done);
+});
+
+test('open/close cycles leave no native threads behind', async (t) => {
+  const warm = await openTemp(t, { readers: 2 }); // warms up libuv's pool and the addon
+  await warm.close();
+  const before = await settleThreads(0, 200);
+  if (before === undefined) return t.skip('needs /proc/self/task');
+  for (let i = 0; i < 20; i++) {
+    const db = await Database.open(':memory:', { readers: 3 });
+    await db.select('SELECT 1');
+    await db.close();
+  }
+  const open = await Promise.all(Array.from({ length: 5 }, () => Database.open(':memory:', { readers: 2 })));
+  assert.ok((await threadCount()) > before, 'open databases do have threads');
+  await Promise.all(open.map((db) => db.close()));
+  const after = await settleThreads(before + 2);
+  assert.ok(after <= before + 2, `threads: ${before} before, ${after} after 25 open/close cycles`);
+});
+
+/** Runs an ESM snippet in a child Node; resolves with its exit status, output and duration. */
+function runChild(code, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, timeoutMs);
+    child.on('error', reject);
+    child.on('close', (status, signal) => {
+      clearTimeout(timer);
+      resolve({ status, signal, stdout, stderr, timedOut, ms: performance.now() - t0 });
+    });
+  });
+}
+
+test('an open but idle database does not keep the process alive', { timeout: 20_000 }, async () => {
+  const code = `
+    import { Database } from ${JSON.stringify(ENTRY)};
+    const db = await Database.open(':memory:');
+    await db.execute('CREATE TABLE t(a)');
+    await db.execute('INSERT INTO t VALUES (1)');
+    console.log(JSON.stringify(await db.select('SELECT a FROM t')));
+    // A failed query must not leave anything holding the loop either.
+    await db.select('SELECT * FROM missing').catch(() => console.log('failed as expected'));
+    // ...and then nothing: no close(), no timers.
+  `;
+  const r = await runChild(code, 8_000);
+  assert.equal(r.timedOut, false, `the child did not exit by itself within 8 s (stderr: ${r.stderr})`);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, '[{"a":1}]\nfailed as expected\n');
+});
+
+test('in-flight work keeps the process alive until it completes', { timeout: 20_000 }, async (t) => {
+  // Nothing but the query is pending in the child: no await, no timer.
+  const code = `
+    import { Database } from ${JSON.stringify(ENTRY)};
+    const db = await Database.open(':memory:');
+    db.select(${JSON.stringify(COUNT_TO)}, [400000]).then(
+      (rows) => console.log('result ' + JSON.stringify(rows)),
+      (err) => console.log('error ' + err.message),
+    );
+  `;
+  const r = await runChild(code, 15_000);
+  t.diagnostic(`child ran for ${r.ms.toFixed(0)} ms`);
+  assert.equal(r.timedOut, false, r.stderr);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'result [{"n":400000}]\n');
+});
+
+test('a write in flight keeps the process alive and is committed', { timeout: 20_000 }, async (t) => {
+  const dir = (await openTemp(t)).path.replace(/test\.db$/, '');
+  const path = `${dir}child.db`;
+  const code = `
+    import { Database } from ${JSON.stringify(ENTRY)};
+    const db = await Database.open(${JSON.stringify(path)});
+    await db.execute('CREATE TABLE t(x)');
+    db.execute(${JSON.stringify(COUNT_TO.replace('SELECT count(*) AS n FROM c', 'INSERT INTO t SELECT x FROM c'))}, [300000])
+      .then((r) => console.log('changes ' + r.changes));
+  `;
+  const r = await runChild(code, 15_000);
+  assert.equal(r.timedOut, false, r.stderr);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'changes 300000\n');
+  const db = await Database.open(path);
+  t.after(() => db.close());
+  assert.equal((await db.selectOne('SELECT count(*) AS n FROM t')).n, 300000);
+});

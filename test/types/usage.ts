@@ -1,0 +1,112 @@
+// Compiled (not run) by test/20-types.test.mjs with `tsc --noEmit --strict`: the public API's
+// declarations must support ordinary strictly typed use, and reject obvious misuse.
+import {
+  Database,
+  SqliteError,
+  ErrorCodes,
+  Transaction,
+  type ExecuteResult,
+  type IntMode,
+  type OpenOptions,
+  type QueryOptions,
+  type Row,
+  type RowMode,
+  type SqlValue,
+} from 'quietsqlite';
+
+interface User {
+  id: number;
+  name: string;
+  avatar: Buffer | null;
+}
+
+export async function usage(): Promise<void> {
+  const options: OpenOptions = {
+    readers: 2,
+    readonly: false,
+    intMode: 'auto',
+    busyTimeout: 1000,
+    pragmas: { cache_size: -4000, foreign_keys: true, journal_size_limit: '1048576' },
+  };
+  const db: Database = await Database.open(':memory:', options);
+  const path: string = db.path;
+  const open: boolean = db.isOpen;
+  const mode: IntMode = db.intMode;
+  void path, open, mode;
+
+  // Rows default to Row; a row type can be supplied.
+  const rows: Row[] = await db.select('SELECT 1 AS a');
+  const value: SqlValue | undefined = rows[0]?.['a'];
+  void value;
+  const users: User[] = await db.select<User>('SELECT id, name, avatar FROM users WHERE id > ?', [0]);
+  const first: User | undefined = await db.selectOne<User>('SELECT * FROM users WHERE name = :name', { name: 'x' });
+  if (first !== undefined) {
+    const n: number = first.id;
+    void n;
+  }
+  void users;
+
+  const rowMode: RowMode = 'array';
+  const q: QueryOptions = { rowMode };
+  const arrays = await db.select<SqlValue[]>('SELECT 1, 2', [], q);
+  const cell: SqlValue | undefined = arrays[0]?.[1];
+  void cell;
+
+  const json: Buffer = await db.selectBytes('SELECT * FROM users');
+  const parsed: unknown = JSON.parse(json.toString('utf8'));
+  void parsed;
+
+  const result: ExecuteResult & { rows: User[] } = await db.execute<User>(
+    'INSERT INTO users(name) VALUES (?) RETURNING *',
+    ['ann'],
+  );
+  const changes: number = result.changes;
+  const rowid: number | bigint = result.lastInsertRowid;
+  const returned: User[] = result.rows;
+  void changes, rowid, returned;
+
+  const batch: { changes: number } = await db.executeBatch('INSERT INTO users(name) VALUES (?)', [['a'], ['b']]);
+  void batch;
+
+  const total: number = await db.transaction(async (tx: Transaction) => {
+    await tx.execute('DELETE FROM users');
+    const inner: string = await tx.transaction(async () => 'nested', { signal: AbortSignal.timeout(1000) });
+    void inner;
+    return 42;
+  }, { mode: 'immediate' });
+  void total;
+
+  try {
+    await db.execute('INSERT INTO users(id) VALUES (1)');
+  } catch (err) {
+    if (err instanceof SqliteError) {
+      const code: string = err.code;
+      const errno: number = err.errno;
+      const sql: string | undefined = err.sql;
+      const message: string = err.message;
+      void code, errno, sql, message;
+    }
+  }
+  const closed: 'ERR_QUIETSQLITE_CLOSED' = ErrorCodes.CLOSED;
+  void closed;
+
+  await db.close();
+  await db.close({ force: true });
+
+  // Misuse that the declarations must reject:
+  // @ts-expect-error intMode is a closed set of strings
+  await Database.open(':memory:', { intMode: 'string' });
+  // @ts-expect-error unknown open option
+  await Database.open(':memory:', { reader: 2 });
+  // @ts-expect-error sql must be a string
+  await db.select(42);
+  // @ts-expect-error rowMode is 'object' or 'array'
+  await db.select('SELECT 1', [], { rowMode: 'map' });
+  // @ts-expect-error selectBytes resolves with a Buffer, not rows
+  const notRows: Row[] = await db.selectBytes('SELECT 1');
+  // @ts-expect-error the constructor is private: use Database.open
+  new Database();
+  // @ts-expect-error close() returns a promise of nothing
+  const nothing: number = await db.close();
+  void notRows, nothing;
+}
