@@ -1,5 +1,6 @@
 // The public Database: validates and orchestrates; the addon does the work.
 
+import { rmSync } from 'node:fs';
 import { closedError, fromNativeThrow } from './errors';
 import { binding, type NativeDatabase } from './native';
 import {
@@ -25,6 +26,21 @@ import {
   type TransactionOptions,
 } from './transaction';
 import { LiveQuery, type LiveHost, type StreamOptions } from './stream';
+
+/** Files behind open `:memory:` databases: removed at exit even if close() never ran. */
+const temporaryFiles = new Set<string>();
+let exitHookInstalled = false;
+
+function removeAtExit(file: string): void {
+  temporaryFiles.add(file);
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const f of temporaryFiles) {
+      for (const suffix of ['', '-wal', '-shm']) rmSync(f + suffix, { force: true });
+    }
+  });
+}
 
 export interface CloseOptions {
   /** Roll back a running transaction instead of waiting for its body to finish. */
@@ -86,6 +102,8 @@ export class Database implements Executor, TransactionHost {
       native?.dispose();
       throw err;
     });
+    const temporary = native!.temporaryPath();
+    if (temporary != null) removeAtExit(temporary);
     return new Database(path, native!, requests);
   }
 
@@ -220,7 +238,25 @@ export class Database implements Executor, TransactionHost {
 
     const txId = this.#nextTx;
     this.#nextTx = txId >= 0x7fffffff ? 1 : txId + 1;
-    await this.#write<void>(Kind.Done, 'object', (id) => this.#native.begin(id, txId, MODES[mode]));
+    const begun = this.#write<void>(Kind.Done, 'object', (id) => this.#native.begin(id, txId, MODES[mode]));
+    if (signal === undefined) {
+      await begun;
+    } else {
+      try {
+        await raceBody(() => begun, signal);
+      } catch (err) {
+        if (signal.aborted && err === signal.reason) {
+          // Aborted while waiting for the writer: the caller hears now; the BEGIN still
+          // runs when its turn comes and is rolled back at once. A failure of either can
+          // only mean the connection is gone, which the next request reports.
+          begun.then(
+            () => this.#write<void>(Kind.Done, 'object', (id) => this.#native.rollback(id, txId)).catch(() => {}),
+            () => {},
+          );
+        }
+        throw err;
+      }
+    }
     const tx = new Transaction(this, txId, 0);
     let cancel!: (reason: unknown) => void;
     const cancelled = new Promise<never>((_, reject) => (cancel = reject));
@@ -293,6 +329,8 @@ export class Database implements Executor, TransactionHost {
         await running.settled;
       }
       await this.#requests.start<void>(Kind.Done, 'object', (id) => this.#native.close(id));
+      const temporary = this.#native.temporaryPath();
+      if (temporary != null) temporaryFiles.delete(temporary);
       this.#native.dispose();
     })();
     return this.#closing;

@@ -62,8 +62,9 @@ function renderPragmaValue(name: string, v: unknown): string {
   if (typeof v === 'boolean') return v ? 'ON' : 'OFF';
   if (typeof v === 'number' && Number.isFinite(v)) return String(v);
   if (typeof v === 'string') {
-    // Keywords and numbers pass as written; anything else is quoted as a string literal.
-    return /^[A-Za-z0-9_.+-]+$/.test(v) ? v : `'${v.replace(/'/g, "''")}'`;
+    // Identifiers (keywords such as WAL, NORMAL) and numbers pass as written; anything else
+    // is quoted as a string literal ('UTF-16le').
+    return /^[A-Za-z_][A-Za-z0-9_]*$/.test(v) || /^[+-]?\d+(\.\d+)?$/.test(v) ? v : `'${v.replace(/'/g, "''")}'`;
   }
   throw new TypeError(`pragma '${name}' must be a string, a finite number or a boolean`);
 }

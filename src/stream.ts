@@ -29,6 +29,8 @@ interface Waiter<T> {
 }
 
 interface IteratorState<T> {
+  /** Counted as a consumer (between its first next() and return(), end or an error). */
+  attached: boolean;
   waiter: Waiter<T> | undefined;
   /** The newest rows this iterator has not returned yet. */
   buffered: T[] | undefined;
@@ -58,6 +60,9 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   #subscription: number | undefined;
   /** The first result is being computed: that is in-flight work (keeps the process alive). */
   #awaitingFirst = false;
+  /** The native side delivered rows we have not acknowledged: it sends nothing more until
+   * we do, and meanwhile keeps only its newest result for us. */
+  #unacked = false;
   #ended = false;
   readonly #listeners = new Set<Listener<T>>();
   readonly #iterators = new Set<IteratorState<T>>();
@@ -86,9 +91,14 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     return this.#current;
   }
 
-  /** True once the stream was ended (abort, close, or a failing first run). */
+  /** True once the stream was ended (abort, close of its database, or a failing first run). */
   get ended(): boolean {
-    return this.#ended;
+    return this.#ended || !this.#host.isOpen();
+  }
+
+  /** The subscription is running and has delivered its first result. */
+  get #live(): boolean {
+    return this.#subscription !== undefined && !this.#awaitingFirst && this.#current !== undefined;
   }
 
   /** Calls `onRows` with every emission until the returned function is called. */
@@ -96,13 +106,22 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     if (typeof onRows !== 'function') throw new TypeError('subscribe() takes a callback');
     if (onError !== undefined && typeof onError !== 'function') throw new TypeError('onError must be a function');
     const listener: Listener<T> = { onRows, onError };
+    if (!this.#host.isOpen()) this.end();
     if (this.#ended) {
       queueMicrotask(() => onError?.(closedError('this live query has ended')));
       return () => {};
     }
+    const joining = this.#live;
     this.#listeners.add(listener);
     pinned.add(this as LiveQuery<unknown>);
     this.#start();
+    if (joining) {
+      // A late subscriber's first emission is the current result too.
+      const rows = this.#current!;
+      queueMicrotask(() => {
+        if (this.#listeners.has(listener)) onRows(rows);
+      });
+    }
     return () => {
       if (!this.#listeners.delete(listener)) return;
       if (this.#listeners.size === 0) pinned.delete(this as LiveQuery<unknown>);
@@ -111,37 +130,33 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   }
 
   [Symbol.asyncIterator](): AsyncIterator<T[]> {
-    const state: IteratorState<T> = { waiter: undefined, buffered: undefined, failure: undefined };
-    let attached = false;
-    const detach = (): void => {
-      if (!attached) return;
-      attached = false;
-      this.#iterators.delete(state);
-      this.#stopIfUnused();
-    };
+    const state: IteratorState<T> = { attached: false, waiter: undefined, buffered: undefined, failure: undefined };
     return {
       next: () => {
-        if (this.#ended && state.buffered === undefined) return Promise.resolve({ done: true, value: undefined });
-        if (!attached) {
-          attached = true;
-          this.#iterators.add(state);
-          this.#start();
-        }
+        if (!this.#host.isOpen()) this.end();
         if (state.failure !== undefined) {
           const f = state.failure;
           state.failure = undefined;
-          if (this.#ended) detach();
+          this.#detach(state);
           return Promise.reject(f);
         }
         if (state.buffered !== undefined) {
+          // Rows that arrived while this consumer was busy; the next call asks for more.
           const rows = state.buffered;
           state.buffered = undefined;
-          this.#acknowledge();
           return Promise.resolve({ done: false, value: rows });
+        }
+        if (this.#ended) return Promise.resolve({ done: true, value: undefined });
+        if (!state.attached) {
+          state.attached = true;
+          const joining = this.#live;
+          this.#iterators.add(state);
+          this.#start();
+          if (joining) return Promise.resolve({ done: false, value: this.#current! });
         }
         // Someone awaits the next rows: that keeps the process alive, as a read would.
         this.#host.requests.hold();
-        return new Promise((resolve, reject) => {
+        const promise = new Promise<IteratorResult<T[]>>((resolve, reject) => {
           const settle = (): void => this.#host.requests.release();
           state.waiter = {
             resolve: (r) => {
@@ -154,14 +169,24 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
             },
           };
         });
+        // Pull: only now may the native side send the next (newest) rows.
+        this.#acknowledge();
+        return promise;
       },
       return: () => {
-        detach();
+        this.#detach(state);
         state.waiter?.resolve({ done: true, value: undefined });
         state.waiter = undefined;
         return Promise.resolve({ done: true, value: undefined });
       },
     };
+  }
+
+  #detach(state: IteratorState<T>): void {
+    if (!state.attached) return;
+    state.attached = false;
+    this.#iterators.delete(state);
+    this.#stopIfUnused();
   }
 
   /** Ends the stream: iterators finish, callbacks stop, native resources are freed. */
@@ -187,19 +212,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
       return;
     }
     const id = host.requests.id();
-    const self = new WeakRef(this);
-    const subscriber: Subscriber = {
-      emit: (buf) => {
-        const live = self.deref();
-        if (live !== undefined) live.#emit(buf);
-      },
-      fail: (err) => {
-        const live = self.deref();
-        if (live !== undefined) live.#fail(err, false);
-      },
-      end: () => self.deref()?.end(),
-    };
-    host.requests.subscribers.set(id, subscriber);
+    host.requests.subscribers.set(id, LiveQuery.#subscriberFor(new WeakRef(this as LiveQuery<unknown>)));
     try {
       host.native.subscribe(id, this.#sql, this.#params, this.#maxDelayMs);
     } catch (err) {
@@ -220,11 +233,29 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     this.#host.requests.release();
   }
 
+  /** Made in a static method so the closures capture the weak reference and nothing else
+   * (closures created in one scope share its context: one that used `this` would pin the
+   * stream for all of them). */
+  static #subscriberFor(ref: WeakRef<LiveQuery<unknown>>): Subscriber {
+    return {
+      emit: (buf) => {
+        const live = ref.deref();
+        if (live !== undefined) live.#emit(buf);
+      },
+      fail: (err) => {
+        const live = ref.deref();
+        if (live !== undefined) live.#fail(err, false);
+      },
+      end: () => ref.deref()?.end(),
+    };
+  }
+
   #unsubscribe(): void {
     this.#firstArrived();
     const id = this.#subscription;
     if (id === undefined) return;
     this.#subscription = undefined;
+    this.#unacked = false;
     collected.unregister(this);
     this.#host.requests.subscribers.delete(id);
     this.#host.native.unsubscribe(id);
@@ -235,35 +266,34 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   }
 
   #acknowledge(): void {
-    if (this.#subscription !== undefined) this.#host.native.acknowledge(this.#subscription);
+    if (!this.#unacked || this.#subscription === undefined) return;
+    this.#unacked = false;
+    this.#host.native.acknowledge(this.#subscription);
   }
 
   #emit(buf: Buffer): void {
     this.#firstArrived();
+    this.#unacked = true;
     let rows: T[];
     try {
       rows = decodeRows(buf, 'object', this.#host.requests.intMode) as T[];
     } catch (err) {
       this.#fail(err as Error, false);
-      this.#acknowledge();
       return;
     }
-    const first = this.#current === undefined;
     this.#current = rows;
-    let consumed = this.#listeners.size > 0;
     for (const l of [...this.#listeners]) l.onRows(rows);
     for (const it of this.#iterators) {
       if (it.waiter !== undefined) {
         it.waiter.resolve({ done: false, value: rows });
         it.waiter = undefined;
-        consumed = true;
       } else {
         it.buffered = rows;
       }
     }
-    // Ask for the next emission now if someone took this one; otherwise when an iterator
-    // next() picks up the buffered rows.
-    if (consumed || (first && this.#iterators.size === 0)) this.#acknowledge();
+    // Callbacks take every emission: ask for the next one now. Iterators ask when they
+    // call next() again, so a busy consumer then gets the newest rows, not a backlog.
+    if (this.#listeners.size > 0) this.#acknowledge();
   }
 
   /** A failing run: the first one ends the stream; later ones are reported and it goes on. */
@@ -271,21 +301,22 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     this.#firstArrived();
     const ending = fatal || this.#current === undefined;
     for (const l of [...this.#listeners]) l.onError?.(err);
-    for (const it of this.#iterators) {
+    for (const it of [...this.#iterators]) {
       if (it.waiter !== undefined) {
+        // The consumer's for-await ends with this error: it is no longer a consumer.
         it.waiter.reject(err);
         it.waiter = undefined;
+        this.#detach(it);
       } else {
         it.failure = err;
       }
     }
+    // An error needs no acknowledgement: the native side sends it to every subscriber.
     if (ending) {
       const pendingFailures = [...this.#iterators].filter((it) => it.failure !== undefined);
       this.end();
       // Iterators that have not seen the error yet still get it from their next next().
-      for (const it of pendingFailures) this.#iterators.add(it);
-    } else {
-      this.#acknowledge();
+      for (const it of pendingFailures) it.attached = false;
     }
   }
 }

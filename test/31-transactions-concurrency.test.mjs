@@ -420,11 +420,13 @@ test('a signal aborted while the transaction waits in the queue: its body never 
     },
     { signal: controller.signal },
   );
+  const outcome = waiting.catch((e) => e);
   const after = db.execute("INSERT INTO t(v) VALUES ('after')");
   controller.abort(reason);
+  // The caller hears of the abort at once, while the holder still holds the writer.
+  assert.equal(await within(outcome, 'the aborted waiter'), reason);
   gate.resolve();
   await holder;
-  assert.equal(await within(waiting.catch((e) => e), 'the aborted waiter'), reason);
   await within(after, 'the write behind the waiter');
   assert.equal(called, false);
   assert.deepEqual(await values(db), ['holder', 'after']);

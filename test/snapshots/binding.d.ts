@@ -25,6 +25,8 @@ export declare class NativeDatabase {
   /** The emission last delivered to subscription `id` was consumed. */
   acknowledge(id: number): void
   unsubscribe(id: number): void
+  /** The private file behind a `:memory:` database, if this is one. */
+  temporaryPath(): string | null
   /** `[groups, reruns]`: live-query statistics, for tests and benchmarks. */
   liveStats(): Array<number>
   /** EXPERIMENT (docs/experiments/001-result-path.md): rows built with Node-API calls. */

@@ -166,6 +166,11 @@ impl Database {
         self.live.unsubscribe(id);
     }
 
+    /// The file behind a `:memory:` database (deleted when the database closes).
+    pub fn temporary_path(&self) -> Option<&std::path::Path> {
+        self.location.temporary.as_deref()
+    }
+
     pub fn live(&self) -> &LiveQueries {
         &self.live
     }

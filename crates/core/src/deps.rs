@@ -29,6 +29,11 @@ impl TableDep {
 /// Tables (keyed `schema.table`, lower case) a query reads.
 pub type Dependencies = HashMap<String, TableDep>;
 
+/// The key of a dependency on every table: virtual tables (FTS5, R*Tree, ...) write through
+/// tables of their own and the preupdate hook does not see them, so a query that reads one
+/// re-runs on every commit (and its result hash keeps it silent when nothing changed).
+pub const ANY_TABLE: &str = "*";
+
 struct Collector {
     reads: Vec<(String, String, String)>,
 }
@@ -70,7 +75,7 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
     }
     prepared.map_err(|e| Error::from(e).with_sql(sql))?;
 
-    let mut columns_of: HashMap<String, Option<Vec<String>>> = HashMap::new();
+    let mut columns_of: HashMap<String, Option<Option<Vec<String>>>> = HashMap::new();
     let mut deps = Dependencies::new();
     for (schema, table, column) in collector.reads {
         let schema = if schema.is_empty() { "main".to_owned() } else { schema };
@@ -80,6 +85,10 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
             .or_insert_with(|| table_columns(conn, &schema, &table));
         // Not a stored table (a CTE or a subquery's name): its real sources report themselves.
         let Some(names) = names else { continue };
+        let Some(names) = names.as_ref() else {
+            deps.entry(ANY_TABLE.to_owned()).or_default().any_column = true;
+            continue;
+        };
         let dep = deps.entry(key).or_default();
         if column.is_empty() {
             // count(*) and the like read no column: only INSERT and DELETE matter.
@@ -97,8 +106,20 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
     Ok(deps)
 }
 
-/// Column names of a table in storage order, or None if no such table exists.
-fn table_columns(conn: &Connection, schema: &str, table: &str) -> Option<Vec<String>> {
+/// Column names of a stored table in storage order; `Some(None)` for a virtual table; None
+/// if no such table exists.
+fn table_columns(conn: &Connection, schema: &str, table: &str) -> Option<Option<Vec<String>>> {
+    let quoted_schema = schema.replace('"', "\"\"");
+    let kind_sql = format!("SELECT sql FROM \"{quoted_schema}\".sqlite_schema WHERE type = 'table' AND name = ?1 COLLATE NOCASE");
+    if let Ok(Some(create)) = conn.query_row(&kind_sql, [table], |r| r.get::<_, Option<String>>(0)) {
+        if create.trim_start().get(..14).is_some_and(|p| p.eq_ignore_ascii_case("create virtual")) {
+            return Some(None);
+        }
+    }
+    stored_columns(conn, schema, table).map(Some)
+}
+
+fn stored_columns(conn: &Connection, schema: &str, table: &str) -> Option<Vec<String>> {
     let sql = format!("PRAGMA \"{}\".table_xinfo(\"{}\")", schema.replace('"', "\"\""), table.replace('"', "\"\""));
     let mut stmt = conn.prepare(&sql).ok()?;
     let names: Vec<String> = stmt.query_map([], |r| r.get::<_, String>(1)).ok()?.filter_map(|r| r.ok()).collect();
@@ -132,6 +153,14 @@ mod tests {
         assert!(d.contains_key("main.a") && d.contains_key("main.b"));
         let d = dependencies(&c, "WITH w AS (SELECT z FROM b) SELECT * FROM w").unwrap();
         assert_eq!(d.keys().collect::<Vec<_>>(), ["main.b"]);
+    }
+
+    #[test]
+    fn a_virtual_table_depends_on_everything() {
+        let c = conn();
+        c.execute_batch("CREATE VIRTUAL TABLE docs USING fts5(body)").unwrap();
+        let d = dependencies(&c, "SELECT body FROM docs WHERE docs MATCH 'x'").unwrap();
+        assert!(d.contains_key(ANY_TABLE), "{d:?}");
     }
 
     #[test]

@@ -54,11 +54,41 @@ pub fn table_key(schema: &str, table: &str) -> String {
 }
 
 struct HookState {
+    /// Changes of the transaction in progress.
     pending: ChangeSet,
-    committed: bool,
+    /// Changes of transactions that committed since the last `take_committed`. Kept apart
+    /// from `pending`: in a script, a later statement's rollback must not erase them.
+    committed: Option<ChangeSet>,
     wal_pages: c_int,
-    /// Off while no live query exists: the hook then costs one atomic load per row.
+    /// While no live query exists, UPDATEs are recorded per table only (no column
+    /// comparison): cheap, and still correct for a live query that starts mid-transaction.
     tracking: Arc<AtomicBool>,
+    /// The key of the table changed last, so consecutive rows need no allocation.
+    last_key: String,
+}
+
+impl ChangeSet {
+    fn merge(&mut self, other: ChangeSet) {
+        for (table, change) in other.tables {
+            let into = self.tables.entry(table).or_default();
+            into.whole_rows |= change.whole_rows;
+            if into.columns.len() < change.columns.len() {
+                into.columns.resize(change.columns.len(), 0);
+            }
+            for (i, w) in change.columns.into_iter().enumerate() {
+                into.columns[i] |= w;
+            }
+        }
+    }
+}
+
+/// Does `key` ("schema.table", lower case) name this schema and table?
+fn key_matches(key: &str, schema: &[u8], table: &[u8]) -> bool {
+    let k = key.as_bytes();
+    k.len() == schema.len() + 1 + table.len()
+        && k[schema.len()] == b'.'
+        && k[..schema.len()].iter().zip(schema).all(|(a, b)| *a == b.to_ascii_lowercase())
+        && k[schema.len() + 1..].iter().zip(table).all(|(a, b)| *a == b.to_ascii_lowercase())
 }
 
 /// Owns the hook registrations of one connection; unregisters them on drop.
@@ -76,9 +106,10 @@ impl ChangeTracker {
     pub fn install(conn: &Connection, tracking: Arc<AtomicBool>) -> Self {
         let mut state = Box::new(HookState {
             pending: ChangeSet::default(),
-            committed: false,
+            committed: None,
             wal_pages: 0,
             tracking,
+            last_key: String::new(),
         });
         let db = unsafe { conn.handle() };
         let p = &mut *state as *mut HookState as *mut c_void;
@@ -93,11 +124,7 @@ impl ChangeTracker {
 
     /// The changes of a transaction that committed since the last call, if any.
     pub fn take_committed(&mut self) -> Option<ChangeSet> {
-        if !self.state.committed {
-            return None;
-        }
-        self.state.committed = false;
-        Some(std::mem::take(&mut self.state.pending))
+        self.state.committed.take()
     }
 
     /// Pages in the WAL after the last commit.
@@ -161,17 +188,20 @@ unsafe extern "C" fn on_preupdate(
     key2: i64,
 ) {
     let state = &mut *(ctx as *mut HookState);
-    if !state.tracking.load(Ordering::Relaxed) {
-        return;
-    }
     // A panic must not cross into C: record conservatively instead of unwinding.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let key = table_key(cstr(schema), cstr(table));
-        let change = state.pending.tables.entry(key).or_default();
+        let (schema, table) = (cstr(schema).as_bytes(), cstr(table).as_bytes());
+        if !key_matches(&state.last_key, schema, table) {
+            state.last_key = table_key(std::str::from_utf8_unchecked(schema), std::str::from_utf8_unchecked(table));
+        }
+        let change = match state.pending.tables.get_mut(state.last_key.as_str()) {
+            Some(c) => c,
+            None => state.pending.tables.entry(state.last_key.clone()).or_default(),
+        };
         if change.whole_rows {
             return;
         }
-        if op != ffi::SQLITE_UPDATE || key1 != key2 {
+        if op != ffi::SQLITE_UPDATE || key1 != key2 || !state.tracking.load(Ordering::Relaxed) {
             change.whole_rows = true;
             return;
         }
@@ -193,14 +223,14 @@ unsafe extern "C" fn on_preupdate(
 
 unsafe extern "C" fn on_commit(ctx: *mut c_void) -> c_int {
     let state = &mut *(ctx as *mut HookState);
-    state.committed = true;
+    let done = std::mem::take(&mut state.pending);
+    state.committed.get_or_insert_with(ChangeSet::default).merge(done);
     0
 }
 
 unsafe extern "C" fn on_rollback(ctx: *mut c_void) {
     let state = &mut *(ctx as *mut HookState);
     state.pending = ChangeSet::default();
-    state.committed = false;
 }
 
 unsafe extern "C" fn on_wal(ctx: *mut c_void, _db: *mut ffi::sqlite3, _name: *const c_char, pages: c_int) -> c_int {
@@ -243,6 +273,28 @@ mod tests {
         assert!(tr.take_committed().is_none());
         conn.execute_batch("BEGIN; INSERT INTO t VALUES (1,2,3); COMMIT").unwrap();
         assert!(tr.take_committed().unwrap().tables.contains_key("main.t"));
+    }
+
+    #[test]
+    fn a_later_statement_rolling_back_keeps_what_committed_before() {
+        let (conn, mut tr) = setup();
+        conn.execute_batch("CREATE TABLE u(x UNIQUE); INSERT INTO u VALUES (1)").unwrap();
+        tr.take_committed();
+        let script = conn.execute_batch("INSERT INTO t VALUES (1,2,3); INSERT INTO u VALUES (1)");
+        assert!(script.is_err());
+        let cs = tr.take_committed().unwrap();
+        assert!(cs.tables.contains_key("main.t"), "{cs:?}");
+    }
+
+    #[test]
+    fn without_tracking_updates_count_per_table() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t(a, b)").unwrap();
+        let mut tr = ChangeTracker::install(&conn, Arc::new(AtomicBool::new(false)));
+        conn.execute("INSERT INTO t VALUES (1, 2)", []).unwrap();
+        tr.take_committed();
+        conn.execute("UPDATE t SET a = a", []).unwrap();
+        assert!(tr.take_committed().unwrap().tables["main.t"].whole_rows);
     }
 
     #[test]

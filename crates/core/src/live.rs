@@ -8,7 +8,7 @@
 
 use crate::completion::{Completion, CompletionSink, Output};
 use crate::connection::{open_reader, Location, OpenOptions};
-use crate::deps::{dependencies, Dependencies};
+use crate::deps::{dependencies, Dependencies, ANY_TABLE};
 use crate::encode::EncodedRows;
 use crate::error::{Error, Result};
 use crate::hooks::ChangeSet;
@@ -276,6 +276,11 @@ impl ChangeListener for LiveQueries {
             all
         } else {
             let mut hit = HashSet::new();
+            if !changes.is_empty() {
+                if let Some(gids) = st.by_table.get(ANY_TABLE) {
+                    hit.extend(gids.iter().copied());
+                }
+            }
             for (table, change) in &changes.tables {
                 let Some(gids) = st.by_table.get(table) else { continue };
                 for gid in gids {
@@ -358,9 +363,19 @@ impl Shared {
         }
     }
 
-    /// On a reader thread: (dependencies, then) the query, then the bookkeeping.
+    /// On a reader thread: (dependencies, then) the query, then the bookkeeping, which runs
+    /// even if the query panicked: a group left "running" would never run again.
     fn run(self: &Arc<Self>, conn: &Connection, gid: GroupId, sql: &str, params: &Params, need_deps: bool) {
         let started = Instant::now();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.query(conn, gid, sql, params, need_deps)))
+            .unwrap_or_else(|p| Some(Err(Error::Internal(crate::completion::panic_message(p)))));
+        if let Some(outcome) = outcome {
+            self.finish(gid, outcome, started.elapsed());
+        }
+    }
+
+    /// None when the group went away meanwhile.
+    fn query(self: &Arc<Self>, conn: &Connection, gid: GroupId, sql: &str, params: &Params, need_deps: bool) -> Option<Result<EncodedRows>> {
         let mut outcome: Result<EncodedRows> = Ok(EncodedRows::default());
         if need_deps {
             match dependencies(conn, sql) {
@@ -373,7 +388,7 @@ impl Shared {
                     }
                     match st.groups.get_mut(&gid) {
                         Some(g) => g.deps = Some(deps),
-                        None => return,
+                        None => return None,
                     }
                 }
                 Err(e) => outcome = Err(e),
@@ -385,7 +400,7 @@ impl Shared {
                 ReadOutput::Json(_) => unreachable!("asked for rows"),
             });
         }
-        self.finish(gid, outcome, started.elapsed());
+        Some(outcome)
     }
 
     fn finish(self: &Arc<Self>, gid: GroupId, outcome: Result<EncodedRows>, took: Duration) {
@@ -470,9 +485,12 @@ fn scheduler(shared: Arc<Shared>) {
                 }
                 None => {
                     drop(st);
+                    let had_baseline = last_version.is_some();
                     let external = poll_readonly(&shared, &mut poller, &mut last_version);
                     st = shared.lock();
-                    if external {
+                    // A commit between a live query's first run and the first baseline would go
+                    // unseen: re-run once when the baseline is taken (silent if nothing changed).
+                    if external || (!had_baseline && last_version.is_some()) {
                         shared.invalidate_all(&mut st);
                     }
                 }

@@ -72,26 +72,70 @@ pub fn read(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -
     out
 }
 
-fn step_read(stmt: &mut rusqlite::Statement<'_>, format: ReadFormat) -> Result<ReadOutput> {
-    let names: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
+/// What rows are collected into.
+trait RowSink {
+    fn push_row(&mut self, row: &rusqlite::Row<'_>);
+    fn rows(&self) -> u32;
+}
+
+impl RowSink for RowEncoder {
+    fn push_row(&mut self, row: &rusqlite::Row<'_>) {
+        RowEncoder::push_row(self, row)
+    }
+    fn rows(&self) -> u32 {
+        RowEncoder::rows(self)
+    }
+}
+
+impl RowSink for JsonWriter {
+    fn push_row(&mut self, row: &rusqlite::Row<'_>) {
+        JsonWriter::push_row(self, row)
+    }
+    fn rows(&self) -> u32 {
+        JsonWriter::rows(self)
+    }
+}
+
+fn names_of(stmt: &rusqlite::Statement<'_>) -> Vec<String> {
+    stmt.column_names().into_iter().map(str::to_owned).collect()
+}
+
+/// Steps `stmt` to the end (or `limit` rows) into a sink made from the column names. The
+/// names are read after the first step: a statement prepared before a schema change is
+/// re-prepared by that step and may come back with other columns (`SELECT *` after
+/// `ALTER TABLE ... ADD COLUMN`).
+fn collect<S: RowSink>(stmt: &mut rusqlite::Statement<'_>, limit: u32, make: impl FnOnce(&[String]) -> S) -> Result<S> {
     let mut rows = stmt.raw_query();
+    let mut sink = match rows.next()? {
+        None => {
+            drop(rows);
+            return Ok(make(&names_of(stmt)));
+        }
+        Some(first) => {
+            let mut sink = make(&names_of(first.as_ref()));
+            if limit > 0 {
+                sink.push_row(first);
+            }
+            sink
+        }
+    };
+    while sink.rows() < limit {
+        match rows.next()? {
+            Some(row) => sink.push_row(row),
+            None => break,
+        }
+    }
+    Ok(sink)
+}
+
+fn step_read(stmt: &mut rusqlite::Statement<'_>, format: ReadFormat) -> Result<ReadOutput> {
     match format {
         ReadFormat::Rows { max_rows } => {
-            let mut enc = RowEncoder::new(names.iter().map(String::as_str));
-            let limit = max_rows.unwrap_or(u32::MAX);
-            while enc.rows() < limit {
-                match rows.next()? {
-                    Some(row) => enc.push_row(row),
-                    None => break,
-                }
-            }
+            let enc = collect(stmt, max_rows.unwrap_or(u32::MAX), |n| RowEncoder::new(n.iter().map(String::as_str)))?;
             Ok(ReadOutput::Rows(enc.finish()))
         }
         ReadFormat::Json => {
-            let mut w = JsonWriter::new(names.iter().map(String::as_str));
-            while let Some(row) = rows.next()? {
-                w.push_row(row);
-            }
+            let w = collect(stmt, u32::MAX, |n| JsonWriter::new(n.iter().map(String::as_str)))?;
             Ok(ReadOutput::Json(w.finish()))
         }
     }
@@ -158,14 +202,8 @@ pub fn execute(conn: &Connection, sql: &str, params: &Params) -> Result<ExecOutc
     };
     bind(&mut stmt, params).map_err(|e| e.with_sql(sql))?;
     let before = conn.total_changes();
-    let names: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
-    let mut enc = RowEncoder::new(names.iter().map(String::as_str));
-    {
-        let mut rows = stmt.raw_query();
-        while let Some(row) = rows.next().map_err(|e| Error::from(e).with_sql(sql))? {
-            enc.push_row(row);
-        }
-    }
+    let enc = collect(&mut stmt, u32::MAX, |n| RowEncoder::new(n.iter().map(String::as_str)))
+        .map_err(|e| e.with_sql(sql))?;
     let changed = conn.total_changes() != before;
     Ok(ExecOutcome {
         changes: if changed { conn.changes() } else { 0 },

@@ -89,6 +89,9 @@ impl Writer {
     ) -> Result<Self> {
         let tracker = ChangeTracker::install(&conn, tracking);
         let schema_version = conn.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
+        // The baseline for noticing other processes' commits: from the start, so a commit
+        // right after a live query's first run is not missed.
+        let data_version = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
         Ok(Writer {
             tracker,
             conn,
@@ -99,7 +102,7 @@ impl Writer {
             held_by: None,
             deferred: VecDeque::new(),
             schema_version,
-            data_version: None,
+            data_version: Some(data_version),
         })
     }
 

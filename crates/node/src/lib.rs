@@ -202,6 +202,12 @@ impl NativeDatabase {
         self.db.unsubscribe(id);
     }
 
+    /// The private file behind a `:memory:` database, if this is one.
+    #[napi]
+    pub fn temporary_path(&self) -> Option<String> {
+        self.db.temporary_path().map(|p| p.to_string_lossy().into_owned())
+    }
+
     /// `[groups, reruns]`: live-query statistics, for tests and benchmarks.
     #[napi]
     pub fn live_stats(&self) -> Vec<f64> {
