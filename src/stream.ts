@@ -44,10 +44,14 @@ type Listener<T> = { onRows: (rows: T[]) => void; onError: ((err: Error) => void
 const pinned = new Set<LiveQuery<unknown>>();
 
 /** A stream nobody references any more (an abandoned iterator) is unsubscribed natively. */
-const collected = new FinalizationRegistry<{ host: LiveHost; id: number }>(({ host, id }) => {
-  host.requests.subscribers.delete(id);
-  host.native.unsubscribe(id);
-});
+const collected = new FinalizationRegistry<{ host: LiveHost; id: number; holds: { n: number } }>(
+  ({ host, id, holds }) => {
+    host.requests.subscribers.delete(id);
+    host.native.unsubscribe(id);
+    // Keep-alives taken by next() calls that can no longer be answered.
+    for (; holds.n > 0; holds.n--) host.requests.release();
+  },
+);
 
 /** A live query: `for await (const rows of live)`, or `live.subscribe(onRows, onError)`. */
 export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
@@ -60,6 +64,8 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   #subscription: number | undefined;
   /** The first result is being computed: that is in-flight work (keeps the process alive). */
   #awaitingFirst = false;
+  /** Keep-alives held for pending next() calls (shared with the finalizer). */
+  readonly #holds = { n: 0 };
   /** The native side delivered rows we have not acknowledged: it sends nothing more until
    * we do, and meanwhile keeps only its newest result for us. */
   #unacked = false;
@@ -71,7 +77,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   /** @internal use db.stream() */
   constructor(host: LiveHost, sql: string, params: unknown, options: StreamOptions | undefined) {
     if (options !== undefined) checkKeys('stream', options, ['signal', 'maxDelayMs']);
-    const maxDelayMs = options?.maxDelayMs ?? 100;
+    const maxDelayMs = options?.maxDelayMs === undefined ? 100 : options.maxDelayMs;
     if (!Number.isInteger(maxDelayMs) || maxDelayMs < 0 || maxDelayMs > 0x7fffffff) {
       throw new RangeError('maxDelayMs must be a non-negative integer');
     }
@@ -156,8 +162,12 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
         }
         // Someone awaits the next rows: that keeps the process alive, as a read would.
         this.#host.requests.hold();
+        this.#holds.n++;
         const promise = new Promise<IteratorResult<T[]>>((resolve, reject) => {
-          const settle = (): void => this.#host.requests.release();
+          const settle = (): void => {
+            this.#holds.n--;
+            this.#host.requests.release();
+          };
           state.waiter = {
             resolve: (r) => {
               settle();
@@ -224,12 +234,14 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     this.#subscription = id;
     this.#awaitingFirst = true;
     host.requests.hold();
-    collected.register(this, { host, id }, this);
+    this.#holds.n++;
+    collected.register(this, { host, id, holds: this.#holds }, this);
   }
 
   #firstArrived(): void {
     if (!this.#awaitingFirst) return;
     this.#awaitingFirst = false;
+    this.#holds.n--;
     this.#host.requests.release();
   }
 

@@ -64,6 +64,11 @@ unsafe extern "C" fn collect(
 /// Prepares `sql` (not through the statement cache: a cached statement would not call the
 /// authorizer again) and returns what it reads.
 pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
+    // Preparing uses the connection's cached schema, which may predate a schema change made
+    // by another connection; reading the schema table checks the schema cookie and reloads.
+    conn.prepare_cached("SELECT 1 FROM sqlite_schema LIMIT 1")
+        .and_then(|mut s| s.raw_query().next().map(|_| ()))
+        .map_err(Error::from)?;
     let mut collector = Collector { reads: Vec::new() };
     let db = unsafe { conn.handle() };
     unsafe {

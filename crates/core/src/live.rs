@@ -44,8 +44,9 @@ struct Subscriber {
     ready: bool,
     /// It has received its first emission (rows or error).
     has_first: bool,
-    /// The group's result changed since this subscriber was last sent rows.
-    stale: bool,
+    /// Hash of the rows it was sent last: it is sent rows only when they differ (a result
+    /// that changed and changed back while it was not reading is nothing new to it).
+    sent: Option<u64>,
     max_delay: Duration,
 }
 
@@ -138,7 +139,7 @@ impl LiveQueries {
         key.extend_from_slice(&(sql.len() as u64).to_le_bytes());
         key.extend_from_slice(sql.as_bytes());
         params.append_key(&mut key);
-        let sub = Subscriber { id, ready: true, has_first: false, stale: false, max_delay };
+        let sub = Subscriber { id, ready: true, has_first: false, sent: None, max_delay };
         let mut deliveries = Vec::new();
         {
             let mut st = self.shared.lock();
@@ -180,6 +181,7 @@ impl LiveQueries {
                     let s = group.subs.last_mut().expect("just pushed");
                     s.ready = false;
                     s.has_first = true;
+                    s.sent = Some(last.hash);
                     deliveries.push(Delivery::Rows(id, last.bytes.clone(), last.rows));
                 }
                 _ => {
@@ -201,10 +203,10 @@ impl LiveQueries {
             let group = st.groups.get_mut(&gid).expect("subscription without group");
             let Some(sub) = group.subs.iter_mut().find(|s| s.id == id) else { return };
             sub.ready = true;
-            if sub.stale && !group.running {
-                if let Some(last) = &group.last {
+            if let (Some(last), false) = (&group.last, group.running) {
+                if sub.has_first && sub.sent != Some(last.hash) {
                     sub.ready = false;
-                    sub.stale = false;
+                    sub.sent = Some(last.hash);
                     deliveries.push(Delivery::Rows(id, last.bytes.clone(), last.rows));
                 }
             }
@@ -415,15 +417,14 @@ impl Shared {
                 let same = g.last.as_ref().is_some_and(|l| l.hash == hash && l.rows == rows.rows);
                 if !same {
                     g.last = Some(Last { hash, rows: rows.rows, bytes: Arc::new(rows.bytes) });
-                    g.subs.iter_mut().for_each(|s| s.stale = true);
                 }
                 let last = g.last.as_ref().expect("set above");
                 for s in g.subs.iter_mut() {
-                    if (s.stale || !s.has_first) && s.ready {
+                    if s.ready && (!s.has_first || s.sent != Some(last.hash)) {
                         deliveries.push(Delivery::Rows(s.id, last.bytes.clone(), last.rows));
                         s.ready = false;
-                        s.stale = false;
                         s.has_first = true;
+                        s.sent = Some(last.hash);
                     }
                 }
             }
@@ -432,7 +433,8 @@ impl Shared {
                 for s in g.subs.iter_mut() {
                     deliveries.push(Delivery::Failure(s.id, e.clone()));
                     s.has_first = true;
-                    s.stale = false;
+                    // After an error, the next good result is news even if it equals the old.
+                    s.sent = None;
                 }
             }
         }

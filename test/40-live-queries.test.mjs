@@ -1,0 +1,522 @@
+// Live queries, part 1: the first emission, dependencies (tables and columns, through joins,
+// views, subqueries and CTEs), transactions, suppression of unchanged results, option
+// validation and the LiveQuery surface (subscribe, current, ended).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Database, SqliteError } from '../dist/index.mjs';
+import {
+  EMIT_MS,
+  QUIET_MS,
+  Recorder,
+  assertQuiet,
+  emissionWhere,
+  liveStats,
+  nextEmission,
+  nextWithin,
+  recordFirst,
+  sleep,
+  settle,
+  within,
+} from './fixtures/live-helpers.mjs';
+import { openTemp } from './fixtures/helpers.mjs';
+
+// A file database in its default setup (WAL); each test gets its own.
+async function fileDb(t, setup) {
+  const db = await openTemp(t);
+  if (setup) await db.execute(setup);
+  await settle(db);
+  return db;
+}
+
+const TODOS = `
+  CREATE TABLE todos(id INTEGER PRIMARY KEY, title TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0, note TEXT);
+  INSERT INTO todos(title, done) VALUES ('a', 0), ('b', 1), ('c', 0);`;
+
+// ---- first emission ----
+
+test('the first emission is the current result, also when it is empty', async (t) => {
+  const db = await fileDb(t, TODOS + 'CREATE TABLE empty(x);');
+
+  const empty = db.stream('SELECT * FROM empty');
+  assert.equal(empty.current, undefined, 'current is undefined before the first emission');
+  const it = empty[Symbol.asyncIterator]();
+  const first = await nextWithin(it);
+  assert.deepStrictEqual(first, { done: false, value: [] });
+  assert.deepStrictEqual(empty.current, []);
+  await it.return();
+
+  const live = db.stream('SELECT id, title FROM todos WHERE done = ? ORDER BY id', [0]);
+  for await (const rows of live) {
+    assert.deepStrictEqual(rows, [{ id: 1, title: 'a' }, { id: 3, title: 'c' }]);
+    break;
+  }
+
+  // Through subscribe() too, and an empty result from a filter rather than an empty table.
+  const none = db.stream('SELECT * FROM todos WHERE id > 100');
+  const rec = await recordFirst(none);
+  assert.deepStrictEqual(rec.emissions, [[]]);
+  rec.unsubscribe();
+});
+
+test('in-memory databases: first emission, then a write emits', async (t) => {
+  const db = await Database.open(':memory:');
+  t.after(() => db.close());
+  await db.execute(TODOS);
+  await settle(db);
+  const rec = await recordFirst(db.stream('SELECT count(*) AS n FROM todos'));
+  assert.deepStrictEqual(rec.last, [{ n: 3 }]);
+  const next = nextEmission(rec);
+  await db.execute("INSERT INTO todos(title) VALUES ('d')");
+  assert.deepStrictEqual(await next, [{ n: 4 }]);
+  rec.unsubscribe();
+});
+
+test('nothing runs until the stream is read or subscribed', async (t) => {
+  const db = await fileDb(t, TODOS);
+  const before = liveStats(db);
+  const live = db.stream('SELECT * FROM todos');
+  await sleep(20);
+  assert.deepStrictEqual(liveStats(db), before, 'creating a stream starts nothing');
+  const rec = await recordFirst(live);
+  assert.equal(liveStats(db).groups, before.groups + 1);
+  assert.equal(liveStats(db).reruns, before.reruns + 1, 'exactly one run for the first emission');
+  rec.unsubscribe();
+});
+
+// ---- dependencies from the authorizer ----
+
+const SCHEMA = `
+  CREATE TABLE a(id INTEGER PRIMARY KEY, x TEXT);
+  CREATE TABLE b(id INTEGER PRIMARY KEY, a_id INTEGER, z TEXT);
+  CREATE TABLE unrelated(id INTEGER PRIMARY KEY, w TEXT);
+  CREATE VIEW ab AS SELECT a.x, b.z FROM a JOIN b ON b.a_id = a.id;
+  INSERT INTO a(id, x) VALUES (1, 'a1'), (2, 'a2');
+  INSERT INTO b(id, a_id, z) VALUES (1, 1, 'b1');`;
+
+const SHAPES = [
+  {
+    name: 'a join',
+    sql: 'SELECT a.x, b.z FROM a JOIN b ON b.a_id = a.id ORDER BY b.id',
+    write: "INSERT INTO b(a_id, z) VALUES (2, 'b2')",
+    after: [{ x: 'a1', z: 'b1' }, { x: 'a2', z: 'b2' }],
+  },
+  {
+    name: 'a view',
+    sql: 'SELECT * FROM ab ORDER BY z',
+    write: "UPDATE a SET x = 'A1' WHERE id = 1",
+    after: [{ x: 'A1', z: 'b1' }],
+  },
+  {
+    name: 'a subquery',
+    sql: 'SELECT x FROM a WHERE id IN (SELECT a_id FROM b) ORDER BY id',
+    write: "INSERT INTO b(a_id, z) VALUES (2, 'b2')",
+    after: [{ x: 'a1' }, { x: 'a2' }],
+  },
+  {
+    name: 'a scalar subquery in the select list',
+    sql: 'SELECT x, (SELECT count(*) FROM b WHERE b.a_id = a.id) AS n FROM a ORDER BY id',
+    write: 'DELETE FROM b',
+    after: [{ x: 'a1', n: 0 }, { x: 'a2', n: 0 }],
+  },
+  {
+    name: 'a CTE',
+    sql: 'WITH zs AS (SELECT z FROM b) SELECT group_concat(z) AS zs FROM zs',
+    write: "UPDATE b SET z = 'changed'",
+    after: [{ zs: 'changed' }],
+  },
+];
+
+for (const shape of SHAPES) {
+  test(`dependencies through ${shape.name}: a write to a table read re-runs it; an unrelated write does not`, async (t) => {
+    const db = await fileDb(t, SCHEMA);
+    const rec = await recordFirst(db.stream(shape.sql));
+    const expectedFirst = await db.select(shape.sql);
+    assert.deepStrictEqual(rec.emissions[0], expectedFirst);
+
+    // An unrelated table: no re-run, no emission.
+    const runs = liveStats(db).reruns;
+    await db.execute("INSERT INTO unrelated(w) VALUES ('w')");
+    await assertQuiet(rec, QUIET_MS, 'after a write to an unrelated table');
+    assert.equal(liveStats(db).reruns, runs, 'a write to an unrelated table must not re-run the query');
+
+    const next = nextEmission(rec);
+    await db.execute(shape.write);
+    assert.deepStrictEqual(await next, shape.after);
+    rec.unsubscribe();
+  });
+}
+
+test('a stream over an FTS5 (virtual) table re-runs when the table is written', async (t) => {
+  const db = await fileDb(t, "CREATE VIRTUAL TABLE docs USING fts5(body); INSERT INTO docs VALUES ('hello world')");
+  const rec = await recordFirst(db.stream("SELECT body FROM docs WHERE docs MATCH 'hello' ORDER BY rowid"));
+  assert.deepStrictEqual(rec.last, [{ body: 'hello world' }]);
+  const next = nextEmission(rec, 1000);
+  await db.execute("INSERT INTO docs VALUES ('hello again')");
+  assert.deepStrictEqual(await next, [{ body: 'hello world' }, { body: 'hello again' }]);
+  rec.unsubscribe();
+});
+
+// ---- column level ----
+
+test('an UPDATE of columns the query does not read does not re-run it', async (t) => {
+  const db = await fileDb(t, TODOS);
+  const rec = await recordFirst(db.stream('SELECT id, title FROM todos ORDER BY id'));
+  const runs = liveStats(db).reruns;
+
+  await db.execute("UPDATE todos SET done = 1 - done, note = 'n' WHERE id IN (1, 2)");
+  await assertQuiet(rec, QUIET_MS, 'after updating unread columns');
+  assert.equal(liveStats(db).reruns, runs, 'no re-run for an UPDATE of unread columns');
+
+  // A column it reads: re-run and emission.
+  const next = nextEmission(rec);
+  await db.execute("UPDATE todos SET title = 'B' WHERE id = 2");
+  assert.deepStrictEqual(await next, [{ id: 1, title: 'a' }, { id: 2, title: 'B' }, { id: 3, title: 'c' }]);
+  assert.equal(liveStats(db).reruns, runs + 1);
+  rec.unsubscribe();
+});
+
+test('a column read only in WHERE counts as read', async (t) => {
+  const db = await fileDb(t, TODOS);
+  const rec = await recordFirst(db.stream('SELECT id FROM todos WHERE done = 0 ORDER BY id'));
+  assert.deepStrictEqual(rec.last, [{ id: 1 }, { id: 3 }]);
+  const next = nextEmission(rec);
+  await db.execute('UPDATE todos SET done = 1 WHERE id = 1');
+  assert.deepStrictEqual(await next, [{ id: 3 }]);
+  rec.unsubscribe();
+});
+
+test('INSERT and DELETE on a table read always count, even for count(*)', async (t) => {
+  const db = await fileDb(t, TODOS);
+  const count = await recordFirst(db.stream('SELECT count(*) AS n FROM todos'));
+  const titles = await recordFirst(db.stream('SELECT title FROM todos WHERE done = 0 ORDER BY id'));
+  assert.deepStrictEqual(count.last, [{ n: 3 }]);
+
+  // count(*) reads no column: UPDATEs never matter to it.
+  let runs = liveStats(db).reruns;
+  await db.execute("UPDATE todos SET note = 'x'");
+  await assertQuiet(count);
+  assert.equal(liveStats(db).reruns, runs, 'count(*) is not re-run by an UPDATE of a column nobody reads');
+
+  // An INSERT that the WHERE filters out still re-runs the filtered query (it counts), but
+  // its result is unchanged so nothing is sent.
+  runs = liveStats(db).reruns;
+  let next = nextEmission(count);
+  await db.execute("INSERT INTO todos(title, done) VALUES ('d', 1)");
+  assert.deepStrictEqual(await next, [{ n: 4 }]);
+  await assertQuiet(titles, QUIET_MS, 'an INSERT filtered out by WHERE changes nothing');
+  assert.equal(liveStats(db).reruns, runs + 2, 'the INSERT re-ran both streams');
+
+  next = nextEmission(count);
+  const nextTitles = nextEmission(titles);
+  await db.execute('DELETE FROM todos WHERE id = 1');
+  assert.deepStrictEqual(await next, [{ n: 3 }]);
+  assert.deepStrictEqual(await nextTitles, [{ title: 'c' }]);
+  count.unsubscribe();
+  titles.unsubscribe();
+});
+
+// ---- transactions ----
+
+test('writes inside a transaction emit once, at commit', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)');
+  const rec = await recordFirst(db.stream('SELECT v FROM t ORDER BY id'));
+  const next = nextEmission(rec);
+  await db.transaction(async (tx) => {
+    await tx.execute("INSERT INTO t(v) VALUES ('a')");
+    await tx.execute("INSERT INTO t(v) VALUES ('b')");
+    await sleep(QUIET_MS);
+    assert.equal(rec.count, 1, 'nothing is emitted before COMMIT');
+    await tx.execute("UPDATE t SET v = 'B' WHERE v = 'b'");
+    await tx.execute("INSERT INTO t(v) VALUES ('c')");
+  });
+  assert.deepStrictEqual(await next, [{ v: 'a' }, { v: 'B' }, { v: 'c' }]);
+  await assertQuiet(rec, QUIET_MS, 'after the one emission of the transaction');
+  assert.equal(rec.count, 2);
+  rec.unsubscribe();
+});
+
+test('executeBatch emits once, with every row', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER)');
+  const rec = await recordFirst(db.stream('SELECT count(*) AS n, sum(v) AS s FROM t'));
+  const sets = Array.from({ length: 50 }, (_, i) => [i + 1]);
+  const runs = liveStats(db).reruns;
+  const next = nextEmission(rec);
+  await db.executeBatch('INSERT INTO t(v) VALUES (?)', sets);
+  assert.deepStrictEqual(await next, [{ n: 50, s: 1275 }]);
+  await assertQuiet(rec);
+  assert.equal(liveStats(db).reruns, runs + 1, 'one re-run for the whole batch');
+  rec.unsubscribe();
+});
+
+test('a rolled-back transaction (or failed batch) emits nothing', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER UNIQUE)');
+  const rec = await recordFirst(db.stream('SELECT * FROM t'));
+  const runs = liveStats(db).reruns;
+  await assert.rejects(
+    db.transaction(async (tx) => {
+      await tx.execute('INSERT INTO t(v) VALUES (1), (2)');
+      await tx.execute('UPDATE t SET v = v + 10');
+      throw new Error('undo');
+    }),
+    /undo/,
+  );
+  // A batch failing on its third set is all-or-nothing: rolled back too.
+  await assert.rejects(db.executeBatch('INSERT INTO t(v) VALUES (?)', [[1], [2], [1]]), SqliteError);
+  await assertQuiet(rec, QUIET_MS, 'after rollbacks');
+  assert.equal(liveStats(db).reruns, runs, 'rolled-back changes must not re-run anything');
+  assert.deepStrictEqual(await db.select('SELECT * FROM t'), []);
+  rec.unsubscribe();
+});
+
+test('a nested transaction (savepoint) emits once, at the outer commit', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)');
+  const rec = await recordFirst(db.stream('SELECT v FROM t ORDER BY id'));
+  const next = nextEmission(rec);
+  await db.transaction(async (tx) => {
+    await tx.execute("INSERT INTO t(v) VALUES ('a')");
+    await tx.transaction(async (sp) => {
+      await sp.execute("INSERT INTO t(v) VALUES ('b')");
+    });
+    await assert.rejects(
+      tx.transaction(async (sp) => {
+        await sp.execute("INSERT INTO t(v) VALUES ('rolled back')");
+        throw new Error('undo savepoint');
+      }),
+      /undo savepoint/,
+    );
+    await sleep(QUIET_MS);
+    assert.equal(rec.count, 1, 'releasing a savepoint is not a commit: nothing emitted');
+    await tx.execute("INSERT INTO t(v) VALUES ('c')");
+  });
+  assert.deepStrictEqual(await next, [{ v: 'a' }, { v: 'b' }, { v: 'c' }]);
+  await assertQuiet(rec);
+  assert.equal(rec.count, 2);
+  rec.unsubscribe();
+});
+
+// ---- unchanged results ----
+
+test('unchanged results send nothing: UPDATE t SET v = v', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER); INSERT INTO t(v) VALUES (1)');
+  const rec = await recordFirst(db.stream('SELECT v FROM t'));
+  await db.execute('UPDATE t SET v = v');
+  await assertQuiet(rec, QUIET_MS, 'after a no-op update');
+
+  // A no-op, then a real change: exactly one emission, with the new value.
+  const next = nextEmission(rec);
+  await db.execute('UPDATE t SET v = v');
+  await db.execute('UPDATE t SET v = 2');
+  assert.deepStrictEqual(await next, [{ v: 2 }]);
+  await assertQuiet(rec);
+  assert.deepStrictEqual(rec.emissions, [[{ v: 1 }], [{ v: 2 }]]);
+  rec.unsubscribe();
+});
+
+test('a re-run whose result did not change sends nothing', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER); INSERT INTO t(v) VALUES (1)');
+  const rec = await recordFirst(db.stream('SELECT v FROM t'));
+  const runs = liveStats(db).reruns;
+  // Changed and changed back in one transaction: the column did change, so it re-runs.
+  await db.transaction(async (tx) => {
+    await tx.execute('UPDATE t SET v = 5');
+    await tx.execute('UPDATE t SET v = 1');
+  });
+  await assertQuiet(rec, QUIET_MS, 'the result is the same as the last emitted one');
+  assert.equal(liveStats(db).reruns, runs + 1, 'the query did re-run');
+  rec.unsubscribe();
+});
+
+for (const changes of [[1, 2, 1], [1, 0]]) {
+  // Each subscriber remembers the rows it holds (by hash): a result that changed and changed
+  // back while it was not reading is not sent to it again.
+  test(`a stream never receives the same rows twice in a row (shared group, paused reader, values ${changes})`, async (t) => {
+    const db = await fileDb(t, 'CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER); INSERT INTO t(v) VALUES (0)');
+    const sql = 'SELECT v FROM t';
+    // A reads through an iterator and pauses; B (same SQL, same group) keeps it re-running.
+    const a = db.stream(sql);
+    const it = a[Symbol.asyncIterator]();
+    const seen = [(await nextWithin(it)).value];
+    const b = await recordFirst(db.stream(sql));
+    for (const v of changes) {
+      const next = nextEmission(b);
+      await db.execute('UPDATE t SET v = ?', [v]);
+      assert.deepStrictEqual(await next, [{ v }]);
+    }
+    // A resumes: at most the newest result, and only if it differs from what A holds.
+    const resumed = it.next();
+    const got = await Promise.race([resumed, sleep(QUIET_MS).then(() => undefined)]);
+    if (got !== undefined) seen.push(got.value);
+    const final = got === undefined ? resumed : it.next();
+    await db.execute('UPDATE t SET v = 9');
+    seen.push((await within(final, EMIT_MS, 'the final value')).value);
+    t.diagnostic(`A saw ${JSON.stringify(seen.map((r) => r[0].v))} while the data went 0, ${changes}, 9`);
+    for (let i = 1; i < seen.length; i++) {
+      assert.notDeepStrictEqual(seen[i], seen[i - 1], `duplicate consecutive emission: ${JSON.stringify(seen)}`);
+    }
+    assert.deepStrictEqual(seen.at(-1), [{ v: 9 }]);
+    await it.return();
+    b.unsubscribe();
+  });
+}
+
+test('the hash belongs to the emitted rows: writes racing the first run never leave a stale result', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER)');
+  for (let round = 0; round < 5; round++) {
+    // A distinct SQL text per round: a fresh group whose first run races the writes.
+    const sql = `SELECT count(*) AS n, total(v) AS s FROM t -- round ${round}`;
+    const writes = [];
+    for (let i = 0; i < 60; i++) writes.push(db.execute('INSERT INTO t(v) VALUES (?)', [i]));
+    const rec = new Recorder(db.stream(sql));
+    for (let i = 0; i < 60; i++) writes.push(db.execute('UPDATE t SET v = v + 1 WHERE id = ?', [i + 1]));
+    await Promise.all(writes);
+    const expected = await db.select(sql);
+    await emissionWhere(rec, (rows) => rows[0].n === expected[0].n && rows[0].s === expected[0].s, EMIT_MS,
+      `the final result ${JSON.stringify(expected)} (last: ${JSON.stringify(rec.last)})`);
+    await assertQuiet(rec, 50);
+    assert.deepStrictEqual(rec.last, expected);
+    assert.deepStrictEqual(rec.errors, []);
+    const counts = rec.emissions.map((r) => r[0].n);
+    for (let i = 1; i < counts.length; i++) assert.ok(counts[i] >= counts[i - 1], `went backwards: ${counts}`);
+    rec.unsubscribe();
+  }
+});
+
+// ---- the LiveQuery surface ----
+
+test('option validation: maxDelayMs and signal', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(x)');
+  for (const bad of [-1, 1.5, NaN, Infinity, 2 ** 31]) {
+    assert.throws(() => db.stream('SELECT * FROM t', [], { maxDelayMs: bad }), RangeError, `maxDelayMs: ${bad}`);
+  }
+  for (const bad of ['100', {}, [5]]) {
+    assert.throws(
+      () => db.stream('SELECT * FROM t', [], { maxDelayMs: bad }),
+      (e) => e instanceof TypeError || e instanceof RangeError,
+      `maxDelayMs: ${String(bad)}`,
+    );
+  }
+  for (const bad of [{}, 'abort', true, new EventTarget()]) {
+    assert.throws(() => db.stream('SELECT * FROM t', [], { signal: bad }), TypeError, `signal: ${String(bad)}`);
+  }
+  assert.throws(() => db.stream('SELECT * FROM t', [], { maxDelay: 5 }), (e) => e instanceof TypeError && /maxDelayMs/.test(e.message));
+  assert.throws(() => db.stream(42), TypeError);
+  assert.throws(() => db.stream('SELECT ?', 5), TypeError);
+  // A parameter of an unsupported type is reported when the stream starts: the first read
+  // rejects with a TypeError and the stream ends.
+  const badParam = db.stream('SELECT ? AS p', [{}]);
+  const it = badParam[Symbol.asyncIterator]();
+  await assert.rejects(nextWithin(it), TypeError);
+  assert.equal(badParam.ended, true);
+  assert.deepStrictEqual(await nextWithin(it), { done: true, value: undefined });
+
+  // Valid edge values work: maxDelayMs 0 and the largest allowed.
+  for (const maxDelayMs of [0, 2 ** 31 - 1]) {
+    const rec = await recordFirst(db.stream('SELECT count(*) AS n FROM t', [], { maxDelayMs }));
+    const next = nextEmission(rec);
+    await db.execute('INSERT INTO t VALUES (1)');
+    assert.equal((await next)[0].n >= 1, true);
+    rec.unsubscribe();
+  }
+});
+
+test('an already aborted signal: the stream is ended before it starts', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(x)');
+  const live = db.stream('SELECT * FROM t', [], { signal: AbortSignal.abort() });
+  assert.equal(live.ended, true);
+  assert.deepStrictEqual(await nextWithin(live[Symbol.asyncIterator]()), { done: true, value: undefined });
+  assert.equal(liveStats(db).groups, 0);
+  assert.equal(liveStats(db).reruns, 0, 'an aborted stream never runs');
+});
+
+test('subscribe after the stream ended calls the error callback (and never onRows)', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(x)');
+  const ac = new AbortController();
+  const live = db.stream('SELECT * FROM t', [], { signal: ac.signal });
+  const rec = await recordFirst(live);
+  ac.abort();
+  assert.equal(live.ended, true);
+  let rows = 0;
+  const err = await within(
+    new Promise((resolve) => {
+      const unsubscribe = live.subscribe(() => rows++, resolve);
+      assert.equal(typeof unsubscribe, 'function');
+      unsubscribe();
+    }),
+    EMIT_MS,
+    'the error callback',
+  );
+  assert.ok(err instanceof Error);
+  assert.equal(err.code, 'ERR_QUIETSQLITE_CLOSED');
+  await db.execute('INSERT INTO t VALUES (1)');
+  await assertQuiet(rec);
+  assert.equal(rows, 0);
+  assert.throws(() => live.subscribe('not a function'), TypeError);
+  assert.throws(() => live.subscribe(() => {}, 'not a function'), TypeError);
+});
+
+test('two subscribers on one LiveQuery both get every emission; current tracks the last one', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER)');
+  const live = db.stream('SELECT v FROM t ORDER BY id');
+  assert.equal(live.current, undefined);
+  const one = new Recorder(live);
+  const two = new Recorder(live);
+  await emissionWhere(one, () => true);
+  await emissionWhere(two, () => true);
+  assert.deepStrictEqual(one.emissions, [[]]);
+  assert.deepStrictEqual(two.emissions, [[]]);
+  assert.deepStrictEqual(live.current, []);
+
+  for (const v of [1, 2, 3]) {
+    const a = nextEmission(one);
+    const b = nextEmission(two);
+    await db.execute('INSERT INTO t(v) VALUES (?)', [v]);
+    const [ra, rb] = await Promise.all([a, b]);
+    assert.deepStrictEqual(ra, rb);
+    assert.deepStrictEqual(live.current, ra, 'current is the last emission');
+  }
+  assert.deepStrictEqual(live.current, [{ v: 1 }, { v: 2 }, { v: 3 }]);
+  assert.equal(liveStats(db).groups, 1, 'one LiveQuery is one native subscription');
+
+  // One leaves; the other keeps receiving.
+  one.unsubscribe();
+  const b = nextEmission(two);
+  await db.execute('DELETE FROM t WHERE v = 2');
+  assert.deepStrictEqual(await b, [{ v: 1 }, { v: 3 }]);
+  assert.equal(one.count, 4);
+  assert.deepStrictEqual(live.current, [{ v: 1 }, { v: 3 }]);
+  two.unsubscribe();
+  assert.equal(live.ended, false, 'unsubscribing is not ending');
+  assert.equal(liveStats(db).groups, 0);
+});
+
+test('a consumer joining a LiveQuery that already emitted first receives the current rows', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER); INSERT INTO t(v) VALUES (1)');
+  const live = db.stream('SELECT v FROM t ORDER BY id');
+  const early = await recordFirst(live);
+  const next = nextEmission(early);
+  await db.execute('INSERT INTO t(v) VALUES (2)');
+  await next;
+  // A late callback and a late iterator: their first emission is the current result.
+  const late = await recordFirst(live);
+  assert.deepStrictEqual(late.emissions, [[{ v: 1 }, { v: 2 }]]);
+  const it = live[Symbol.asyncIterator]();
+  assert.deepStrictEqual(await nextWithin(it), { done: false, value: [{ v: 1 }, { v: 2 }] });
+  // Then all of them follow the next change.
+  const a = nextEmission(early);
+  const b = nextEmission(late);
+  const c = it.next();
+  await db.execute('DELETE FROM t WHERE v = 1');
+  assert.deepStrictEqual(await a, [{ v: 2 }]);
+  assert.deepStrictEqual(await b, [{ v: 2 }]);
+  assert.deepStrictEqual(await within(c, EMIT_MS, 'the iterator'), { done: false, value: [{ v: 2 }] });
+  await it.return();
+  early.unsubscribe();
+  late.unsubscribe();
+  assert.equal(liveStats(db).groups, 0);
+});
+
+test('stream() on a closed database throws the closed error', async () => {
+  const db = await Database.open(':memory:');
+  await db.close();
+  assert.throws(() => db.stream('SELECT 1'), (e) => e.code === 'ERR_QUIETSQLITE_CLOSED');
+});
