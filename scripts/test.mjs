@@ -27,10 +27,20 @@ function run(label, cmd, args) {
   }
 }
 
+/** The host triple: `napi build` always builds for an explicit --target, so cargo test
+ * passes the same one to reuse its artifacts (the bundled SQLite) instead of compiling
+ * everything a second time. */
+function hostTriple() {
+  const r = spawnSync('rustc', ['-vV'], { encoding: 'utf8' });
+  const host = /^host: (\S+)$/m.exec(r.stdout ?? '')?.[1];
+  if (!host) throw new Error(`could not read the host triple from rustc -vV: ${r.stderr}`);
+  return host;
+}
+
 const files = testFiles(join(root, 'test'));
 const only = process.argv.slice(2);
 if (only.length === 0 || only.includes('--rust')) {
-  run('Rust core', 'cargo', ['test', '--release', '-p', 'quietsqlite-core']);
+  run('Rust core', 'cargo', ['test', '--release', '--target', hostTriple(), '-p', 'quietsqlite-core']);
 }
 if (only.length === 0 || only.includes('--node')) {
   run(`Node ${process.versions.node}`, process.execPath, ['--test', '--test-concurrency=1', ...files]);
