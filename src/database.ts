@@ -12,6 +12,7 @@ import {
   type OpenOptions,
   type QueryOptions,
 } from './options';
+import { packParamSets } from './params';
 import { Kind, Requests, type ExecuteResult } from './requests';
 import type { IntMode, Row } from './rows';
 import {
@@ -216,7 +217,14 @@ export class Database implements Executor, TransactionHost {
     try {
       checkSql(sql);
       if (!Array.isArray(paramSets)) throw new TypeError('paramSets must be an array of arrays or objects');
-      return this.#write(Kind.Batch, 'object', (id) => this.#native.executeBatch(id, tx, sql, paramSets));
+      // see docs/experiments/005-batch-params.md
+      const p = packParamSets(paramSets);
+      if (p === undefined) {
+        return this.#write(Kind.Batch, 'object', (id) => this.#native.executeBatch(id, tx, sql, paramSets));
+      }
+      return this.#write(Kind.Batch, 'object', (id) =>
+        this.#native.executeBatchPacked(id, tx, sql, p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs),
+      );
     } catch (err) {
       return rejected(err);
     }

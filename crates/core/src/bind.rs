@@ -79,3 +79,18 @@ fn find_named(stmt: &Statement<'_>, key: &str) -> Result<Option<usize>> {
     }
     Ok(None)
 }
+
+/// Binds already-borrowed positional values (a packed batch set), with the count check.
+pub fn bind_refs(stmt: &mut Statement<'_>, values: &[rusqlite::types::ValueRef<'_>]) -> Result<()> {
+    let expected = stmt.parameter_count();
+    if values.len() != expected {
+        return Err(Error::Range(format!(
+            "the statement takes {expected} parameter(s) but {} were given",
+            values.len()
+        )));
+    }
+    for (i, v) in values.iter().enumerate() {
+        stmt.raw_bind_parameter(i + 1, ToSqlOutput::Borrowed(*v))?;
+    }
+    Ok(())
+}

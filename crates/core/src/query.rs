@@ -222,9 +222,22 @@ fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
     })
 }
 
+/// Parameter sets of `executeBatch`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BatchSets {
+    Each(Vec<Params>),
+    Packed(crate::value::PackedSets),
+}
+
+impl From<Vec<Params>> for BatchSets {
+    fn from(v: Vec<Params>) -> Self {
+        BatchSets::Each(v)
+    }
+}
+
 /// Prepares once and runs every parameter set, all or nothing: a transaction when none is
 /// open, a savepoint inside one.
-pub fn execute_batch(conn: &Connection, sql: &str, sets: &[Params]) -> Result<u64> {
+pub fn execute_batch(conn: &Connection, sql: &str, sets: &BatchSets) -> Result<u64> {
     let outer = conn.is_autocommit();
     conn.execute_batch(if outer { "BEGIN IMMEDIATE" } else { "SAVEPOINT quietsqlite_batch" })?;
     let result = run_sets(conn, sql, sets);
@@ -253,22 +266,35 @@ pub fn execute_batch(conn: &Connection, sql: &str, sets: &[Params]) -> Result<u6
     }
 }
 
-fn run_sets(conn: &Connection, sql: &str, sets: &[Params]) -> Result<u64> {
+fn run_sets(conn: &Connection, sql: &str, sets: &BatchSets) -> Result<u64> {
     let mut stmt = prepare(conn, sql)?;
+    let writes = !stmt.readonly();
     let mut changes = 0;
-    for (i, params) in sets.iter().enumerate() {
+    let mut run = |i: usize, stmt: &mut rusqlite::Statement<'_>, bound: Result<()>| -> Result<()> {
         let at = |e: Error| match e {
             Error::Range(m) => Error::Range(format!("parameter set {i}: {m}")),
             other => other.with_sql(sql),
         };
-        bind(&mut stmt, params).map_err(at)?;
-        let before = conn.total_changes();
+        bound.map_err(at)?;
         let mut rows = stmt.raw_query();
         while rows.next().map_err(|e| at(e.into()))?.is_some() {}
         drop(rows);
-        if conn.total_changes() != before {
+        if writes {
             changes += conn.changes();
         }
+        Ok(())
+    };
+    match sets {
+        BatchSets::Each(each) => {
+            for (i, params) in each.iter().enumerate() {
+                let bound = bind(&mut stmt, params);
+                run(i, &mut stmt, bound)?;
+            }
+        }
+        BatchSets::Packed(packed) => packed.for_each_set(|i, values| {
+            let bound = crate::bind::bind_refs(&mut stmt, values);
+            run(i, &mut stmt, bound)
+        })?,
     }
     Ok(changes)
 }
@@ -289,5 +315,71 @@ mod tests {
         }
         let with_params = execute(&conn, "INSERT INTO a VALUES (?); SELECT 1", &Params::Positional(vec![crate::Value::Integer(1)]));
         assert!(matches!(with_params, Err(Error::Range(_))));
+    }
+}
+
+/// Experiment 005 support: `cargo test --release -p quietsqlite-core -- --ignored batch_floor --nocapture`
+#[cfg(test)]
+mod batch_floor {
+    use super::*;
+    use crate::value::Value;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    fn rows(n: i64) -> Vec<Params> {
+        (0..n)
+            .map(|i| {
+                Params::Positional(vec![
+                    Value::Integer(i),
+                    Value::Text(format!("item {i}")),
+                    Value::Text(format!("{:x<90}", "description of the item ")),
+                    Value::Real(i as f64 / 7.0),
+                    Value::Text(format!("cat{}", i % 20)),
+                    Value::Integer(1_700_000_000 + i),
+                ])
+            })
+            .collect()
+    }
+
+    fn fresh() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = Connection::open(dir.path().join("b.db")).unwrap();
+        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT, description TEXT, price REAL, category TEXT, created_at INTEGER)").unwrap();
+        (dir, conn)
+    }
+
+    #[test]
+    #[ignore]
+    fn batch_floor() {
+        let sets = rows(100_000);
+        for round in 0..3 {
+            let (_d, conn) = fresh();
+            let t = Instant::now();
+            conn.execute_batch("BEGIN").unwrap();
+            {
+                let mut stmt = conn.prepare("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)").unwrap();
+                for p in &sets {
+                    crate::bind::bind(&mut stmt, p).unwrap();
+                    stmt.raw_execute().unwrap();
+                }
+            }
+            conn.execute_batch("COMMIT").unwrap();
+            let raw = t.elapsed();
+
+            let (_d, conn) = fresh();
+            let batch = BatchSets::Each(sets.clone());
+            let t = Instant::now();
+            execute_batch(&conn, "INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)", &batch).unwrap();
+            let ours = t.elapsed();
+
+            let (_d, conn) = fresh();
+            let tracker = crate::hooks::ChangeTracker::install(&conn, Arc::new(AtomicBool::new(false)));
+            let t = Instant::now();
+            execute_batch(&conn, "INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)", &batch).unwrap();
+            let hooked = t.elapsed();
+            drop(tracker);
+            println!("round {round}: bind+raw_execute {raw:?}; query::execute_batch {ours:?}; with hooks {hooked:?}");
+        }
     }
 }

@@ -76,3 +76,112 @@ impl Params {
         }
     }
 }
+
+/// Positional parameter sets packed by the front end (see docs/experiments/005-batch-params.md):
+/// numbers and tags in flat arrays and all text in one UTF-8 buffer, so a large batch
+/// crosses into native code with a few copies instead of one conversion per value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PackedSets {
+    /// Number of values of each set.
+    pub set_lens: Vec<u32>,
+    /// One `PACKED_*` tag per value.
+    pub tags: Vec<u8>,
+    /// Per value: the number (INTEGER as an exact f64, REAL), or for TEXT its length in UTF-16
+    /// units, or for BLOB its index in `blobs`.
+    pub nums: Vec<f64>,
+    /// BIGINT values, in order.
+    pub bigs: Vec<i64>,
+    /// All TEXT values, back to back.
+    pub text: Vec<u8>,
+    pub blobs: Vec<Vec<u8>>,
+}
+
+pub const PACKED_NULL: u8 = 0;
+pub const PACKED_INTEGER: u8 = 1;
+pub const PACKED_REAL: u8 = 2;
+pub const PACKED_TEXT: u8 = 3;
+pub const PACKED_BLOB: u8 = 4;
+pub const PACKED_BIGINT: u8 = 5;
+
+impl PackedSets {
+    /// Walks the sets in order, handing each one's values to `f` as borrowed SQLite values.
+    pub fn for_each_set<E>(
+        &self,
+        mut f: impl FnMut(usize, &[rusqlite::types::ValueRef<'_>]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        use rusqlite::types::ValueRef;
+        let ascii = self.text.is_ascii();
+        let (mut v, mut tp, mut bp) = (0usize, 0usize, 0usize);
+        let mut values: Vec<ValueRef<'_>> = Vec::new();
+        for (set, &len) in self.set_lens.iter().enumerate() {
+            values.clear();
+            for _ in 0..len {
+                let n = self.nums[v];
+                values.push(match self.tags[v] {
+                    PACKED_INTEGER => ValueRef::Integer(n as i64),
+                    PACKED_REAL => ValueRef::Real(n),
+                    PACKED_TEXT => {
+                        let units = n as usize;
+                        let end = if ascii { tp + units } else { utf8_end(&self.text, tp, units) };
+                        let t = &self.text[tp..end];
+                        tp = end;
+                        ValueRef::Text(t)
+                    }
+                    PACKED_BLOB => ValueRef::Blob(&self.blobs[n as usize]),
+                    PACKED_BIGINT => {
+                        bp += 1;
+                        ValueRef::Integer(self.bigs[bp - 1])
+                    }
+                    _ => ValueRef::Null,
+                });
+                v += 1;
+            }
+            f(set, &values)?;
+        }
+        Ok(())
+    }
+}
+
+/// The byte offset `units` UTF-16 code units after `start` in valid UTF-8 text.
+fn utf8_end(text: &[u8], start: usize, units: usize) -> usize {
+    let mut i = start;
+    let mut seen = 0;
+    while seen < units && i < text.len() {
+        let b = text[i];
+        let (bytes, u) = match b {
+            0x00..=0x7f => (1, 1),
+            0xc0..=0xdf => (2, 1),
+            0xe0..=0xef => (3, 1),
+            _ => (4, 2),
+        };
+        i += bytes;
+        seen += u;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::types::ValueRef;
+
+    #[test]
+    fn packed_sets_unpack_text_of_any_width() {
+        let p = PackedSets {
+            set_lens: vec![2, 2],
+            tags: vec![PACKED_TEXT, PACKED_INTEGER, PACKED_TEXT, PACKED_BIGINT],
+            nums: vec![3.0, 7.0, 1.0, 0.0],
+            bigs: vec![i64::MAX],
+            text: "h😀x".as_bytes().to_vec(),
+            blobs: vec![],
+        };
+        let mut seen = Vec::new();
+        p.for_each_set(|i, vals| -> std::result::Result<(), ()> {
+            seen.push((i, format!("{vals:?}")));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen[0].1, format!("{:?}", [ValueRef::Text("h😀".as_bytes()), ValueRef::Integer(7)]));
+        assert_eq!(seen[1].1, format!("{:?}", [ValueRef::Text(b"x"), ValueRef::Integer(i64::MAX)]));
+    }
+}

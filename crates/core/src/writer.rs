@@ -30,7 +30,7 @@ pub enum WriteKind {
     Execute { sql: String, params: Params },
     /// A read on the writer connection (inside a transaction it sees uncommitted writes).
     Read { sql: String, params: Params, format: ReadFormat },
-    Batch { sql: String, sets: Vec<Params> },
+    Batch { sql: String, sets: crate::query::BatchSets },
     Begin { mode: TxMode },
     Commit,
     Rollback,

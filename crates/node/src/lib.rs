@@ -8,7 +8,9 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
 use quietsqlite_core::connection::OpenOptions;
-use quietsqlite_core::{Database, Error as CoreError, Params, ReadFormat, ReadJob, TxMode, WriteJob, WriteKind};
+use quietsqlite_core::{
+    BatchSets, Database, Error as CoreError, Params, ReadFormat, ReadJob, TxMode, WriteJob, WriteKind,
+};
 use sink::NodeSink;
 use std::sync::Arc;
 use std::time::Duration;
@@ -139,7 +141,35 @@ impl NativeDatabase {
     pub fn execute_batch(&self, env: Env, id: u32, tx: u32, sql: String, param_sets: Unknown) -> Result<()> {
         let sets: Vec<Params> =
             unsafe { values::to_param_sets(env.raw(), param_sets.raw()) }.map_err(|e| throw(&env, e))?;
-        self.submit(&env, id, tx, WriteKind::Batch { sql, sets })
+        self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Each(sets) })
+    }
+
+    /// `executeBatch` with positional sets packed by the JS side (experiment 005): a few
+    /// copies instead of one conversion per value; the JS side has validated every value.
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn execute_batch_packed(
+        &self,
+        env: Env,
+        id: u32,
+        tx: u32,
+        sql: String,
+        set_lens: Uint32Array,
+        tags: Uint8Array,
+        nums: Float64Array,
+        bigs: BigInt64Array,
+        text: String,
+        blobs: Vec<Buffer>,
+    ) -> Result<()> {
+        let packed = quietsqlite_core::PackedSets {
+            set_lens: set_lens.to_vec(),
+            tags: tags.to_vec(),
+            nums: nums.to_vec(),
+            bigs: bigs.to_vec(),
+            text: text.into_bytes(),
+            blobs: blobs.iter().map(|b| b.to_vec()).collect(),
+        };
+        self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Packed(packed) })
     }
 
     /// `mode`: 0 deferred, 1 immediate, 2 exclusive.

@@ -1,0 +1,96 @@
+// Packing executeBatch parameter sets (docs/experiments/005-batch-params.md): positional
+// sets become flat typed arrays plus one joined string, so a large batch crosses into
+// native code with a handful of copies instead of one Node-API conversion per value. The
+// type rules are those of DESIGN.md ("Values"), and a value that breaks them is reported
+// here, naming it, before anything is sent.
+
+export const PACKED_NULL = 0;
+export const PACKED_INTEGER = 1;
+export const PACKED_REAL = 2;
+export const PACKED_TEXT = 3;
+export const PACKED_BLOB = 4;
+export const PACKED_BIGINT = 5;
+
+export interface PackedSets {
+  setLens: Uint32Array;
+  tags: Uint8Array;
+  nums: Float64Array;
+  bigs: BigInt64Array;
+  text: string;
+  blobs: Buffer[];
+}
+
+const INT64_MIN = -9223372036854775808;
+const INT64_LIMIT = 9223372036854775808;
+
+function unsupported(where: string, v: unknown): TypeError {
+  const kind = v === null ? 'null' : typeof v === 'object' ? 'object' : typeof v;
+  return new TypeError(
+    `${where} has an unsupported type (${kind}); use a number, bigint, string, boolean, null, Buffer or typed array`,
+  );
+}
+
+/** Packs `sets` when every set is an array; undefined otherwise (named sets take the
+ * per-value path). Throws TypeError/RangeError for a value that cannot be bound. */
+export function packParamSets(sets: readonly unknown[]): PackedSets | undefined {
+  let total = 0;
+  for (let i = 0; i < sets.length; i++) {
+    const s = sets[i];
+    if (!Array.isArray(s)) return undefined;
+    total += s.length;
+  }
+  const setLens = new Uint32Array(sets.length);
+  const tags = new Uint8Array(total);
+  const nums = new Float64Array(total);
+  const texts: string[] = [];
+  const bigs: bigint[] = [];
+  const blobs: Buffer[] = [];
+  let v = 0;
+  for (let i = 0; i < sets.length; i++) {
+    const set = sets[i] as unknown[];
+    setLens[i] = set.length;
+    for (let j = 0; j < set.length; j++, v++) {
+      const x = set[j];
+      switch (typeof x) {
+        case 'number':
+          // Integral numbers bind as INTEGER, others as REAL (2^63 itself does not fit).
+          tags[v] = Number.isInteger(x) && x >= INT64_MIN && x < INT64_LIMIT ? PACKED_INTEGER : PACKED_REAL;
+          nums[v] = x;
+          break;
+        case 'string':
+          tags[v] = PACKED_TEXT;
+          nums[v] = x.length;
+          texts.push(x);
+          break;
+        case 'boolean':
+          tags[v] = PACKED_INTEGER;
+          nums[v] = x ? 1 : 0;
+          break;
+        case 'bigint':
+          if (BigInt.asIntN(64, x) !== x) {
+            throw new RangeError(`paramSets[${i}][${j}] is a BigInt outside the 64-bit signed integer range`);
+          }
+          tags[v] = PACKED_BIGINT;
+          bigs.push(x);
+          break;
+        case 'undefined':
+          tags[v] = PACKED_NULL;
+          break;
+        case 'object':
+          if (x === null) {
+            tags[v] = PACKED_NULL;
+          } else if (ArrayBuffer.isView(x)) {
+            tags[v] = PACKED_BLOB;
+            nums[v] = blobs.length;
+            blobs.push(Buffer.from(x.buffer, x.byteOffset, x.byteLength));
+          } else {
+            throw unsupported(`paramSets[${i}][${j}]`, x);
+          }
+          break;
+        default:
+          throw unsupported(`paramSets[${i}][${j}]`, x);
+      }
+    }
+  }
+  return { setLens, tags, nums, bigs: BigInt64Array.from(bigs), text: texts.join(''), blobs };
+}
