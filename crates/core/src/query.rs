@@ -383,3 +383,47 @@ mod batch_floor {
         }
     }
 }
+
+/// Experiment 006 support: `cargo test --release -p quietsqlite-core -- --ignored read_floor --nocapture`
+#[cfg(test)]
+mod read_floor {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    #[ignore]
+    fn read_floor() {
+        let path = std::env::var("READ_FLOOR_DB").unwrap_or_else(|_| "/tmp/sb.db".into());
+        let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        let sql = "SELECT * FROM items LIMIT 1000";
+        for round in 0..3 {
+            let n = 300;
+            let t = Instant::now();
+            for _ in 0..n {
+                let mut stmt = conn.prepare_cached(sql).unwrap();
+                let mut rows = stmt.raw_query();
+                let mut cells = 0usize;
+                while let Some(r) = rows.next().unwrap() {
+                    for i in 0..6 {
+                        if let rusqlite::types::ValueRef::Text(t) = r.get_ref_unwrap(i) {
+                            cells += t.len();
+                        }
+                    }
+                }
+                assert!(cells > 0);
+            }
+            let step = t.elapsed() / n;
+            let t = Instant::now();
+            for _ in 0..n {
+                read(&conn, sql, &Params::None, ReadFormat::Rows { max_rows: None }).unwrap();
+            }
+            let rows = t.elapsed() / n;
+            let t = Instant::now();
+            for _ in 0..n {
+                read(&conn, sql, &Params::None, ReadFormat::Json).unwrap();
+            }
+            let json = t.elapsed() / n;
+            println!("round {round}: step+read cells {step:?}; encode rows {rows:?}; json {json:?}");
+        }
+    }
+}

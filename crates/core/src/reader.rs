@@ -29,11 +29,9 @@ pub(crate) enum ReaderMsg {
     Stop(Arc<Countdown>),
 }
 
-/// EXPERIMENT 003: how long a reader polls its queue after a job before it parks.
-fn spin_window() -> std::time::Duration {
-    let us = std::env::var("QUIETSQLITE_EXPERIMENT_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(0u64);
-    std::time::Duration::from_micros(us)
-}
+/// How long a reader polls its queue after a job before it parks: a request that follows
+/// within this window is taken without waking a parked thread (docs/experiments/003-reader-spin.md).
+const SPIN_WINDOW: std::time::Duration = std::time::Duration::from_micros(30);
 
 /// The next message: poll for `spin` first (a request that follows quickly is then taken
 /// without the cost of waking a parked thread), then block.
@@ -56,8 +54,7 @@ fn next_message(queue: &Receiver<ReaderMsg>, spin: std::time::Duration) -> Optio
 }
 
 pub(crate) fn run(conn: Connection, queue: Receiver<ReaderMsg>, sink: Arc<dyn CompletionSink>) {
-    let spin = spin_window();
-    while let Some(msg) = next_message(&queue, spin) {
+    while let Some(msg) = next_message(&queue, SPIN_WINDOW) {
         match msg {
             ReaderMsg::Read(job) => {
                 let id = job.id;
