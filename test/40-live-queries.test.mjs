@@ -16,17 +16,10 @@ import {
   recordFirst,
   sleep,
   settle,
+  fileDb,
   within,
 } from './fixtures/live-helpers.mjs';
-import { openTemp } from './fixtures/helpers.mjs';
 
-// A file database in its default setup (WAL); each test gets its own.
-async function fileDb(t, setup) {
-  const db = await openTemp(t);
-  if (setup) await db.execute(setup);
-  await settle(db);
-  return db;
-}
 
 const TODOS = `
   CREATE TABLE todos(id INTEGER PRIMARY KEY, title TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0, note TEXT);

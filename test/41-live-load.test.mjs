@@ -2,7 +2,6 @@
 // bursts, sustained writes, fan-out without a backlog, and keyed streams.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openTemp } from './fixtures/helpers.mjs';
 import {
   EMIT_MS,
   QUIET_MS,
@@ -16,15 +15,9 @@ import {
   recordFirst,
   sleep,
   settle,
+  fileDb,
 } from './fixtures/live-helpers.mjs';
 
-// A file database in its default setup (WAL); each test gets its own.
-async function fileDb(t, setup) {
-  const db = await openTemp(t);
-  if (setup) await db.execute(setup);
-  await settle(db);
-  return db;
-}
 
 function assertNonDecreasing(values, what) {
   for (let i = 1; i < values.length; i++) {

@@ -1,6 +1,7 @@
 //! quietsqlite's Node-API binding. Thin by design: JS values in (`values`), completions
 //! out (`sink`); every rule about SQL, threads and caching lives in quietsqlite-core.
 
+mod experiments;
 mod sink;
 mod values;
 
@@ -250,7 +251,7 @@ impl NativeDatabase {
     pub fn experiment_native_rows(&self, env: Env, encoded: Buffer) -> Result<Unknown<'_>> {
         let _ = self;
         unsafe {
-            let v = values::rows_from_encoding(env.raw(), &encoded).map_err(|s| napi::Error::from_status(Status::from(s)))?;
+            let v = experiments::rows_from_encoding(env.raw(), &encoded).map_err(|s| napi::Error::from_status(Status::from(s)))?;
             Ok(Unknown::from_raw_unchecked(env.raw(), v))
         }
     }

@@ -22,7 +22,7 @@ impl From<sys::napi_status> for ParamError {
     }
 }
 
-fn ok(status: sys::napi_status) -> NapiResult<()> {
+pub(crate) fn ok(status: sys::napi_status) -> NapiResult<()> {
     crate::sink::check(status)
 }
 
@@ -243,7 +243,7 @@ unsafe fn buffer(env: sys::napi_env, bytes: Vec<u8>) -> NapiResult<sys::napi_val
     Err(status)
 }
 
-unsafe fn number(env: sys::napi_env, f: f64) -> NapiResult<sys::napi_value> {
+pub(crate) unsafe fn number(env: sys::napi_env, f: f64) -> NapiResult<sys::napi_value> {
     let mut out = ptr::null_mut();
     ok(sys::napi_create_double(env, f, &mut out))?;
     Ok(out)
@@ -259,13 +259,13 @@ unsafe fn int64(env: sys::napi_env, i: i64) -> NapiResult<sys::napi_value> {
     Ok(out)
 }
 
-unsafe fn string(env: sys::napi_env, s: &str) -> NapiResult<sys::napi_value> {
+pub(crate) unsafe fn string(env: sys::napi_env, s: &str) -> NapiResult<sys::napi_value> {
     let mut out = ptr::null_mut();
     ok(sys::napi_create_string_utf8(env, s.as_ptr() as *const _, s.len() as isize, &mut out))?;
     Ok(out)
 }
 
-unsafe fn set(env: sys::napi_env, array: sys::napi_value, i: u32, v: sys::napi_value) -> NapiResult<()> {
+pub(crate) unsafe fn set(env: sys::napi_env, array: sys::napi_value, i: u32, v: sys::napi_value) -> NapiResult<()> {
     ok(sys::napi_set_element(env, array, i, v))
 }
 
@@ -339,74 +339,4 @@ unsafe fn output_to_js(env: sys::napi_env, out: Output) -> NapiResult<sys::napi_
             Ok(u)
         }
     }
-}
-
-/// EXPERIMENT (docs/experiments/001-result-path.md), candidate 1: build the row objects
-/// with Node-API calls on the JS thread straight from the encoded buffer.
-pub unsafe fn rows_from_encoding(env: sys::napi_env, bytes: &[u8]) -> NapiResult<sys::napi_value> {
-    let u32_at = |i: usize| u32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap());
-    let (rows, cols, names_len, text_len) = (u32_at(1) as usize, u32_at(2) as usize, u32_at(4) as usize, u32_at(5) as usize);
-    let bigs = u32_at(7) as usize;
-    let cells = rows * cols;
-    let nums_at = 32;
-    let tags_at = nums_at + cells * 8 + bigs * 8;
-    let names_at = tags_at + cells;
-    let text_at = names_at + names_len;
-    let blob_at = text_at + text_len;
-    let names: Vec<std::ffi::CString> = bytes[names_at..names_at + names_len]
-        .split(|&b| b == 0)
-        .take(cols)
-        .map(|n| std::ffi::CString::new(n).unwrap())
-        .collect();
-    let text = &bytes[text_at..blob_at];
-    let mut out = ptr::null_mut();
-    ok(sys::napi_create_array_with_length(env, rows, &mut out))?;
-    let (mut tp, mut bp) = (0usize, 0usize);
-    // Byte offsets: the encoding stores UTF-16 ends, so re-measure each UTF-8 cell.
-    let mut text_bytes = 0usize;
-    for r in 0..rows {
-        let mut obj = ptr::null_mut();
-        ok(sys::napi_create_object(env, &mut obj))?;
-        for c in 0..cols {
-            let i = r * cols + c;
-            let num = f64::from_le_bytes(bytes[nums_at + i * 8..nums_at + i * 8 + 8].try_into().unwrap());
-            let v = match bytes[tags_at + i] {
-                1 | 5 => number(env, num)?,
-                2 => {
-                    let units = num as usize - tp;
-                    tp = num as usize;
-                    let start = text_bytes;
-                    let s = std::str::from_utf8_unchecked(&text[start..]);
-                    let mut seen = 0;
-                    let mut end = start;
-                    for ch in s.chars() {
-                        if seen == units {
-                            break;
-                        }
-                        seen += ch.len_utf16();
-                        end += ch.len_utf8();
-                    }
-                    text_bytes = end;
-                    string(env, std::str::from_utf8_unchecked(&text[start..end]))?
-                }
-                3 => {
-                    let end = num as usize;
-                    let mut data = ptr::null_mut();
-                    let mut b = ptr::null_mut();
-                    let slice = &bytes[blob_at + bp..blob_at + end];
-                    ok(sys::napi_create_buffer_copy(env, slice.len(), slice.as_ptr() as *const c_void, &mut data, &mut b))?;
-                    bp = end;
-                    b
-                }
-                _ => {
-                    let mut n = ptr::null_mut();
-                    ok(sys::napi_get_null(env, &mut n))?;
-                    n
-                }
-            };
-            ok(sys::napi_set_named_property(env, obj, names[c].as_ptr(), v))?;
-        }
-        set(env, out, r as u32, obj)?;
-    }
-    Ok(out)
 }
