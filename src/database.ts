@@ -62,6 +62,8 @@ export class Database implements Executor, TransactionHost {
   #closing: Promise<void> | undefined;
   #forceClosing = false;
   #nextTx = 1;
+  /** What live queries need from this database. */
+  readonly #liveHost: LiveHost;
   /** The transaction holding the writer, with the means to cancel it (forced close). */
   #running: { tx: Transaction; cancel: (reason: unknown) => void; settled: Promise<void> } | undefined;
 
@@ -70,8 +72,7 @@ export class Database implements Executor, TransactionHost {
     this.#native = native;
     this.#requests = requests;
     requests.attach(native, this);
-    this.#liveHost.native = native;
-    this.#liveHost.requests = requests;
+    this.#liveHost = { native, requests, isOpen: () => this.#closing === undefined };
   }
 
   /**
@@ -97,6 +98,7 @@ export class Database implements Executor, TransactionHost {
       } catch (err) {
         throw fromNativeThrow(err);
       }
+      // Until the Database object exists, the requests object itself is what stays pinned.
       requests.attach(native, requests);
     }, openId).catch((err: unknown) => {
       // A failed open leaves no threads behind; release the completion channel.
@@ -306,12 +308,6 @@ export class Database implements Executor, TransactionHost {
     if (this.#closing) throw closedError();
     return new LiveQuery<T>(this.#liveHost, sql, params, options);
   }
-
-  readonly #liveHost: LiveHost = {
-    native: undefined as unknown as NativeDatabase,
-    requests: undefined as unknown as Requests,
-    isOpen: () => this.#closing === undefined,
-  };
 
   // ---- closing ----
 

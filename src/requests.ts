@@ -32,7 +32,7 @@ export interface Subscriber {
 }
 
 /** Databases with work in flight: pinned so their pending promises always settle. */
-const busy = new Set<object>();
+const withWorkInFlight = new Set<object>();
 
 export interface ExecuteResult {
   changes: number;
@@ -109,8 +109,8 @@ export class Requests {
     const native = this.native?.deref();
     if (native) native.keepAlive(on);
     if (this.owner) {
-      if (on) busy.add(this.owner);
-      else busy.delete(this.owner);
+      if (on) withWorkInFlight.add(this.owner);
+      else withWorkInFlight.delete(this.owner);
     }
   }
 

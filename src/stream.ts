@@ -325,10 +325,9 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     }
     // An error needs no acknowledgement: the native side sends it to every subscriber.
     if (ending) {
-      const pendingFailures = [...this.#iterators].filter((it) => it.failure !== undefined);
+      // Iterators keep a failure they have not seen yet and report it from their next next().
+      for (const it of this.#iterators) it.attached = false;
       this.end();
-      // Iterators that have not seen the error yet still get it from their next next().
-      for (const it of pendingFailures) it.attached = false;
     }
   }
 }

@@ -5,7 +5,7 @@ use crate::completion::{Completion, CompletionSink, Countdown, Output, RequestId
 use crate::connection::{open_reader, open_writer, Location, OpenOptions};
 use crate::error::{Error, Result};
 use crate::live::LiveQueries;
-use crate::reader::{self, ReadJob, ReaderMsg, ReaderTask};
+use crate::reader::{self, ReadJob, ReaderMsg};
 use crate::value::Params;
 use std::time::Duration;
 use crate::writer::{ChangeListener, WriteJob, WriteKind, Writer, WriterMsg};
@@ -120,12 +120,6 @@ impl Database {
     pub fn read(&self, job: ReadJob) -> Result<()> {
         self.check_open()?;
         self.readers.send(ReaderMsg::Read(job)).map_err(|_| closed_by_failure())
-    }
-
-    /// Queues work for a reader connection (live-query re-runs).
-    pub fn reader_task(&self, task: ReaderTask) -> Result<()> {
-        self.check_open()?;
-        self.readers.send(ReaderMsg::Task(task)).map_err(|_| closed_by_failure())
     }
 
     /// Queues a request on the writer. While closing, requests of a transaction that is

@@ -1,10 +1,10 @@
 //! Live queries. Identical (sql, params) subscriptions share one *group*; a group re-runs
 //! on a reader only when a committed change touches what it reads (its dependencies, from
 //! the authorizer, matched against the preupdate hook's record of changed rows/columns).
-//! A re-run whose result hashes the same as the last emitted one sends nothing. Each
-//! subscriber has at most one emission in flight: until the front end acknowledges it,
-//! newer results only mark it stale, so an unread stream costs nothing and a slow one gets
-//! the latest rows, never a backlog.
+//! A re-run whose result hashes the same as the last one sends nothing. Each subscriber has
+//! at most one emission in flight: until the front end acknowledges it, nothing more is
+//! sent, and a subscriber is then sent the newest result only if it differs from the rows
+//! it holds. An unread stream costs nothing; a slow one never builds a backlog.
 
 use crate::completion::{Completion, CompletionSink, Output};
 use crate::connection::{open_reader, Location, OpenOptions};
