@@ -34,6 +34,18 @@ async function measure(fn) {
   return { wall: t1 - t0, active };
 }
 
+/** Times `count` calls of `call(i)`, handing each result to `use`: a plain loop for
+ * synchronous peers (no await, so no microtask per call), an awaited loop for the others. */
+function measureLoop(sync, count, call, use) {
+  return sync
+    ? measure(() => {
+        for (let i = 0; i < count; i++) use(call(i));
+      })
+    : measure(async () => {
+        for (let i = 0; i < count; i++) use(await call(i));
+      });
+}
+
 /** Run `total` jobs with `inflight` lanes, each lane awaiting its own handle. */
 async function lanes(handles, total, job) {
   let next = 0;
@@ -96,20 +108,9 @@ export const KINDS = {
       const plainParams = startsFor(rnd, batch, rows);
       const touchParams = startsFor(rnd, batch, rows);
       const h = ctx.h;
-      const runPlain = ctx.peer.sync
-        ? () => measure(() => {
-            for (let i = 0; i < batch; i++) sink += h.all(plainParams[i]).length;
-          })
-        : () => measure(async () => {
-            for (let i = 0; i < batch; i++) sink += (await h.all(plainParams[i])).length;
-          });
-      const runTouch = ctx.peer.sync
-        ? () => measure(() => {
-            for (let i = 0; i < batch; i++) sink += touchItems(h.all(touchParams[i]));
-          })
-        : () => measure(async () => {
-            for (let i = 0; i < batch; i++) sink += touchItems(await h.all(touchParams[i]));
-          });
+      const sync = ctx.peer.sync;
+      const runPlain = () => measureLoop(sync, batch, (i) => h.all(plainParams[i]), (r) => (sink += r.length));
+      const runTouch = () => measureLoop(sync, batch, (i) => h.all(touchParams[i]), (r) => (sink += touchItems(r)));
       // Alternate which batch goes first so leftover garbage from the previous sample is
       // collected during either one equally often.
       let plain, touched;
@@ -133,13 +134,7 @@ export const KINDS = {
       const { rows, batch } = ctx.params;
       const params = startsFor(ctx.rnd(index), batch, rows);
       const { h, conn } = ctx;
-      const m = ctx.peer.sync
-        ? await measure(() => {
-            for (let i = 0; i < batch; i++) sink += conn.json(h, params[i]).length;
-          })
-        : await measure(async () => {
-            for (let i = 0; i < batch; i++) sink += (await conn.json(h, params[i])).length;
-          });
+      const m = await measureLoop(ctx.peer.sync, batch, (i) => conn.json(h, params[i]), (j) => (sink += j.length));
       return { metrics: { wall: m.wall / batch, main: m.active / batch } };
     },
   },
@@ -155,13 +150,7 @@ export const KINDS = {
       const { rows, batch } = ctx.params;
       const params = startsFor(ctx.rnd(index), batch, rows, SHAPE_ROWS);
       const { h, touch } = ctx;
-      const m = ctx.peer.sync
-        ? await measure(() => {
-            for (let i = 0; i < batch; i++) sink += touch(h.all(params[i]));
-          })
-        : await measure(async () => {
-            for (let i = 0; i < batch; i++) sink += touch(await h.all(params[i]));
-          });
+      const m = await measureLoop(ctx.peer.sync, batch, (i) => h.all(params[i]), (r) => (sink += touch(r)));
       return { metrics: { wall: m.wall / batch, mainTouch: m.active / batch } };
     },
   },
@@ -199,13 +188,7 @@ export const KINDS = {
       const rnd = ctx.rnd(index);
       const params = Array.from({ length: queries }, () => [category(Math.floor(rnd() * CATEGORIES))]);
       const h = ctx.h;
-      const m = ctx.peer.sync
-        ? await measure(() => {
-            for (let i = 0; i < queries; i++) sink += touchItems(h.all(params[i]));
-          })
-        : await measure(async () => {
-            for (let i = 0; i < queries; i++) sink += touchItems(await h.all(params[i]));
-          });
+      const m = await measureLoop(ctx.peer.sync, queries, (i) => h.all(params[i]), (r) => (sink += touchItems(r)));
       return { metrics: { wall: m.wall / queries, mainTouch: m.active / queries } };
     },
   },
@@ -220,13 +203,7 @@ export const KINDS = {
       const rnd = ctx.rnd(index);
       const rows = Array.from({ length: count }, (_, i) => itemRow(rnd, i));
       const h = ctx.h;
-      const m = ctx.peer.sync
-        ? await measure(() => {
-            for (let i = 0; i < count; i++) h.run(rows[i]);
-          })
-        : await measure(async () => {
-            for (let i = 0; i < count; i++) await h.run(rows[i]);
-          });
+      const m = await measureLoop(ctx.peer.sync, count, (i) => h.run(rows[i]), () => {});
       await resetWrites(ctx);
       return { metrics: { wall: m.wall / count, main: m.active / count } };
     },
