@@ -218,12 +218,17 @@ unsafe extern "C" fn free_vec(_env: sys::napi_env, _data: *mut c_void, hint: *mu
     drop(Box::from_raw(hint as *mut Vec<u8>));
 }
 
-/// A Buffer that takes the bytes over without copying; a copy where external buffers are
-/// refused (Electron).
+/// A Buffer with the bytes: small ones copied, large ones taken over without copying (a copy
+/// where external buffers are refused: Electron).
+/// Results up to this size are copied into an ordinary Buffer: cheaper than an external
+/// buffer's finalizer and weak reference (docs/experiments/009-small-results-copied.md).
+const COPY_AT_MOST: usize = 4096;
+
 unsafe fn buffer(env: sys::napi_env, bytes: Vec<u8>) -> NapiResult<sys::napi_value> {
     let mut out = ptr::null_mut();
-    if bytes.is_empty() {
-        ok(sys::napi_create_buffer(env, 0, ptr::null_mut(), &mut out))?;
+    if bytes.len() <= COPY_AT_MOST {
+        let mut data = ptr::null_mut();
+        ok(sys::napi_create_buffer_copy(env, bytes.len(), bytes.as_ptr() as *const c_void, &mut data, &mut out))?;
         return Ok(out);
     }
     let boxed = Box::new(bytes);
