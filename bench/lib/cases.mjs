@@ -402,11 +402,7 @@ export const KINDS = {
   // them emit. Reports the main-thread time of the writes with the streams open minus the
   // same writes with no streams (paired within the sample; order alternates by round).
   liveUnchanged: {
-    prepare(ctx) {
-      requireAsync(ctx);
-      probeStream(ctx);
-      ctx.upd = ctx.conn.prepare('UPDATE live SET price = ?, name = ? WHERE id = ?');
-    },
+    prepare: prepareLiveUpdates,
     async sample(ctx, index) {
       const { streams, rows, writes } = ctx.params;
       const rnd = ctx.rnd(index);
@@ -476,11 +472,7 @@ export const KINDS = {
 
   // 50 `WHERE id = ?` streams; 200 updates with fresh values, exactly 3 on watched ids.
   liveKeyed: {
-    prepare(ctx) {
-      requireAsync(ctx);
-      probeStream(ctx);
-      ctx.upd = ctx.conn.prepare('UPDATE live SET price = ?, name = ? WHERE id = ?');
-    },
+    prepare: prepareLiveUpdates,
     async sample(ctx, index) {
       const { streams, writes, hits } = ctx.params;
       const rnd = ctx.rnd(index);
@@ -579,6 +571,13 @@ function probeStream(ctx) {
   if (typeof ctx.conn.stream !== 'function') throw new NotAvailable('no live queries');
   const unsub = ctx.conn.stream('SELECT 1 AS one', [], () => {}, () => {});
   unsub();
+}
+
+/** Shared by the live cases that update rows of `live`: needs an async peer with streams. */
+function prepareLiveUpdates(ctx) {
+  requireAsync(ctx);
+  probeStream(ctx);
+  ctx.upd = ctx.conn.prepare('UPDATE live SET price = ?, name = ? WHERE id = ?');
 }
 
 /**
