@@ -4,7 +4,7 @@
 //   node test/conformance/check-with-better-sqlite3.mjs [script.test ...]
 //
 // With no arguments, runs every script in the conformance directory
-// (SQLLOGICTEST_DIR, default /work/shared/conformance/sqllogictest).
+// (SQLLOGICTEST_DIR, default test/conformance/sqllogictest, vendored).
 // Exits non-zero if any record fails.
 
 import { createRequire } from 'node:module';

@@ -1,7 +1,7 @@
 // sqllogictest conformance: every script is run against a fresh database
 // opened through the public API; every record meant for SQLite must pass.
 //
-// Scripts come from SQLLOGICTEST_DIR (default /work/shared/conformance/sqllogictest).
+// Scripts come from SQLLOGICTEST_DIR (default test/conformance/sqllogictest, vendored).
 // The runner itself is validated independently of our engine by
 // check-with-better-sqlite3.mjs.
 

@@ -1,15 +1,13 @@
 // Where the sqllogictest scripts live and which ones make up the suite.
-// The scripts are not vendored into this repository; point
-// SQLLOGICTEST_DIR elsewhere if they live somewhere else.
+// The scripts are vendored under ./sqllogictest (public domain; see its ORIGIN.md);
+// SQLLOGICTEST_DIR points the runner at another copy.
 
 import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-// The project's shared/ folder sits beside the repository (also in CI's fresh clone).
-const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const SCRIPT_DIR =
-  process.env.SQLLOGICTEST_DIR ?? join(repoRoot, '..', 'shared', 'conformance', 'sqllogictest');
+  process.env.SQLLOGICTEST_DIR ?? join(dirname(fileURLToPath(import.meta.url)), 'sqllogictest');
 
 /** select*.test in the top directory, then evidence/*.test; sorted. */
 export function listScripts(dir = SCRIPT_DIR) {
