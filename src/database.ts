@@ -21,6 +21,7 @@ import {
   runInContext,
   Transaction,
   transactionOptions,
+  type SavepointOp,
   type Executor,
   type TransactionHost,
   type TransactionMode,
@@ -128,7 +129,11 @@ export class Database implements Executor, TransactionHost {
 
   #read(sql: string, params: unknown, options: unknown, format: 0 | 1 | 2): Promise<unknown> {
     const tx = currentTransaction(this);
-    if (tx !== undefined) return this.writerRead(tx.id, sql, params, options, format);
+    if (tx !== undefined) {
+      if (format === 0) return tx.select(sql, params, options as QueryOptions);
+      if (format === 1) return tx.selectOne(sql, params, options as QueryOptions);
+      return tx.selectBytes(sql, params);
+    }
     try {
       if (this.#closing) throw closedError();
       checkSql(sql);
@@ -215,6 +220,11 @@ export class Database implements Executor, TransactionHost {
   }
 
   /** @internal */
+  writerSavepoint(tx: number, op: SavepointOp, depth: number): Promise<void> {
+    return this.#write<void>(Kind.Done, 'object', (id) => this.#native.savepoint(id, tx, op, depth));
+  }
+
+  /** @internal */
   writerBatch(tx: number, sql: string, paramSets: unknown): Promise<{ changes: number }> {
     try {
       checkSql(sql);
@@ -279,6 +289,8 @@ export class Database implements Executor, TransactionHost {
       // A forced close may have begun while this transaction waited for the writer.
       if (this.#forceClosing) throw closedError('the database was closed with force before this transaction began');
       const result = await raceBody(() => runInContext(this, tx, () => body(tx)), signal, cancelled);
+      // Nested bodies the body started but did not await are part of this transaction.
+      await raceBody(() => tx.drained(), signal, cancelled);
       tx.end();
       await this.#write<void>(Kind.Done, 'object', (id) => this.#native.commit(id, txId));
       return result;
@@ -323,6 +335,16 @@ export class Database implements Executor, TransactionHost {
       return rejected(err);
     }
     const force = options?.force === true;
+    if (!force && this.#running !== undefined && currentTransaction(this)?.active === true) {
+      // close() waits for the running transaction, whose body would be waiting for close():
+      // neither could ever end.
+      return rejected(
+        new RangeError(
+          'close() inside a transaction body would wait for that body forever; close after the ' +
+            'transaction, or use close({ force: true }) to roll it back',
+        ),
+      );
+    }
     this.#forceClosing = force;
     this.#closing = (async () => {
       this.#requests.endSubscriptions();

@@ -48,13 +48,15 @@ export class Requests {
   /** The addon's reference keeping the event loop alive is held (see settleIdle). */
   private busy = false;
   private native: WeakRef<NativeDatabase> | undefined;
-  private owner: object | undefined;
+  /** Weak: this object is reachable from the addon's completion callback (a GC root), and a
+   * strong reference to the Database from here kept every unclosed database alive. */
+  private owner: WeakRef<object> | undefined;
 
   constructor(readonly intMode: IntMode) {}
 
   attach(native: NativeDatabase, owner: object): void {
     this.native = new WeakRef(native);
-    this.owner = owner;
+    this.owner = new WeakRef(owner);
   }
 
   /** A fresh id for a request or subscription. */
@@ -108,37 +110,49 @@ export class Requests {
     this.busy = on;
     const native = this.native?.deref();
     if (native) native.keepAlive(on);
-    if (this.owner) {
-      if (on) withWorkInFlight.add(this.owner);
-      else withWorkInFlight.delete(this.owner);
+    const owner = this.owner?.deref();
+    if (owner !== undefined) {
+      if (on) withWorkInFlight.add(owner);
+      else withWorkInFlight.delete(owner);
     }
   }
 
   /** Called by the addon with `[id, status, payload, id, status, payload, ...]`. */
   readonly onComplete = (batch: unknown[]): void => {
     for (let i = 0; i < batch.length; i += 3) {
-      const id = batch[i] as number;
-      const ok = batch[i + 1] === 0;
-      const payload = batch[i + 2];
-      const p = this.pending.get(id);
-      if (p === undefined) {
-        this.deliverToSubscriber(id, ok, payload);
-        continue;
-      }
-      this.pending.delete(id);
-      if (--this.inflight === 0) queueMicrotask(this.settleIdle);
-      if (!ok) {
-        p.reject(errorFromNative(payload as NativeErrorDetail));
-        continue;
-      }
       try {
-        p.resolve(this.convert(p.kind, p.rowMode, payload));
+        this.deliver(batch, i);
       } catch (err) {
-        // e.g. intMode 'number' meeting an integer beyond 2^53
-        p.reject(err);
+        // A user callback (a live query's subscriber) threw. Every other completion of the
+        // batch must still be delivered; the error surfaces as an uncaught exception, as it
+        // would from an EventEmitter listener, once the batch is through.
+        rethrowLater(err);
       }
     }
   };
+
+  private deliver(batch: unknown[], i: number): void {
+    const id = batch[i] as number;
+    const ok = batch[i + 1] === 0;
+    const payload = batch[i + 2];
+    const p = this.pending.get(id);
+    if (p === undefined) {
+      this.deliverToSubscriber(id, ok, payload);
+      return;
+    }
+    this.pending.delete(id);
+    if (--this.inflight === 0) queueMicrotask(this.settleIdle);
+    if (!ok) {
+      p.reject(errorFromNative(payload as NativeErrorDetail));
+      return;
+    }
+    try {
+      p.resolve(this.convert(p.kind, p.rowMode, payload));
+    } catch (err) {
+      // e.g. intMode 'number' meeting an integer beyond 2^53
+      p.reject(err);
+    }
+  }
 
   private deliverToSubscriber(id: number, ok: boolean, payload: unknown): void {
     const s = this.subscribers.get(id);
@@ -170,6 +184,15 @@ export class Requests {
         return undefined;
     }
   }
+}
+
+/** Reports an exception thrown by user code called from a completion, without stopping the
+ * delivery of the others: it is thrown again from a microtask, so it reaches
+ * process 'uncaughtException' like any error thrown by a callback. */
+export function rethrowLater(err: unknown): void {
+  queueMicrotask(() => {
+    throw err;
+  });
 }
 
 /** lastInsertRowid under intMode; in 'number' mode an unsafe rowid is an error that says the

@@ -6,7 +6,7 @@
 import { closedError, fromNativeThrow } from './errors';
 import type { NativeDatabase } from './native';
 import { checkKeys } from './options';
-import type { Requests, Subscriber } from './requests';
+import { rethrowLater, type Requests, type Subscriber } from './requests';
 import { decodeRows, type Row } from './rows';
 
 export interface StreamOptions {
@@ -31,7 +31,8 @@ interface Waiter<T> {
 interface IteratorState<T> {
   /** Counted as a consumer (between its first next() and return(), end or an error). */
   attached: boolean;
-  waiter: Waiter<T> | undefined;
+  /** Pending next() calls, oldest first: each takes one emission. */
+  waiters: Waiter<T>[];
   /** The newest rows this iterator has not returned yet. */
   buffered: T[] | undefined;
   /** An error to report on the next call to next(). */
@@ -136,7 +137,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   }
 
   [Symbol.asyncIterator](): AsyncIterator<T[]> {
-    const state: IteratorState<T> = { attached: false, waiter: undefined, buffered: undefined, failure: undefined };
+    const state: IteratorState<T> = { attached: false, waiters: [], buffered: undefined, failure: undefined };
     return {
       next: () => {
         if (!this.#host.isOpen()) this.end();
@@ -168,7 +169,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
             this.#holds.n--;
             this.#host.requests.release();
           };
-          state.waiter = {
+          state.waiters.push({
             resolve: (r) => {
               settle();
               resolve(r);
@@ -177,7 +178,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
               settle();
               reject(e);
             },
-          };
+          });
         });
         // Pull: only now may the native side send the next (newest) rows.
         this.#acknowledge();
@@ -185,8 +186,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
       },
       return: () => {
         this.#detach(state);
-        state.waiter?.resolve({ done: true, value: undefined });
-        state.waiter = undefined;
+        for (const w of state.waiters.splice(0)) w.resolve({ done: true, value: undefined });
         return Promise.resolve({ done: true, value: undefined });
       },
     };
@@ -208,8 +208,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     pinned.delete(this as LiveQuery<unknown>);
     this.#listeners.clear();
     for (const it of this.#iterators) {
-      it.waiter?.resolve({ done: true, value: undefined });
-      it.waiter = undefined;
+      for (const w of it.waiters.splice(0)) w.resolve({ done: true, value: undefined });
     }
     this.#iterators.clear();
   }
@@ -294,30 +293,42 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
       return;
     }
     this.#current = rows;
-    for (const l of [...this.#listeners]) l.onRows(rows);
-    for (const it of this.#iterators) {
-      if (it.waiter !== undefined) {
-        it.waiter.resolve({ done: false, value: rows });
-        it.waiter = undefined;
-      } else {
-        it.buffered = rows;
+    for (const l of [...this.#listeners]) {
+      // One throwing callback must not keep the rows from the others or stop the stream.
+      try {
+        l.onRows(rows);
+      } catch (err) {
+        rethrowLater(err);
       }
     }
+    let moreWanted = false;
+    for (const it of this.#iterators) {
+      const w = it.waiters.shift();
+      if (w !== undefined) w.resolve({ done: false, value: rows });
+      else it.buffered = rows;
+      if (it.waiters.length > 0) moreWanted = true;
+    }
     // Callbacks take every emission: ask for the next one now. Iterators ask when they
-    // call next() again, so a busy consumer then gets the newest rows, not a backlog.
-    if (this.#listeners.size > 0) this.#acknowledge();
+    // call next() again, so a busy consumer then gets the newest rows, not a backlog; one
+    // with further next() calls pending asks now.
+    if (this.#listeners.size > 0 || moreWanted) this.#acknowledge();
   }
 
   /** A failing run: the first one ends the stream; later ones are reported and it goes on. */
   #fail(err: Error, fatal: boolean): void {
     this.#firstArrived();
     const ending = fatal || this.#current === undefined;
-    for (const l of [...this.#listeners]) l.onError?.(err);
+    for (const l of [...this.#listeners]) {
+      try {
+        l.onError?.(err);
+      } catch (thrown) {
+        rethrowLater(thrown);
+      }
+    }
     for (const it of [...this.#iterators]) {
-      if (it.waiter !== undefined) {
+      if (it.waiters.length > 0) {
         // The consumer's for-await ends with this error: it is no longer a consumer.
-        it.waiter.reject(err);
-        it.waiter = undefined;
+        for (const w of it.waiters.splice(0)) w.reject(err);
         this.#detach(it);
       } else {
         it.failure = err;

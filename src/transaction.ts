@@ -33,6 +33,14 @@ export interface TransactionHost {
   writerRead(tx: number, sql: string, params: unknown, options: unknown, format: 0 | 1 | 2): Promise<unknown>;
   writerExecute(tx: number, sql: string, params: unknown): Promise<ExecuteResult>;
   writerBatch(tx: number, sql: string, paramSets: unknown): Promise<{ changes: number }>;
+  /** A nested transaction's savepoint at `depth`: 0 begins it, 1 releases it, 2 rolls back to it. */
+  writerSavepoint(tx: number, op: SavepointOp, depth: number): Promise<void>;
+}
+
+export const enum SavepointOp {
+  Begin = 0,
+  Release = 1,
+  RollbackTo = 2,
 }
 
 /** The innermost transaction of every database whose body encloses the current code. */
@@ -46,11 +54,15 @@ function als(): AsyncLocalStorage<Context> {
   return (storage ??= new AsyncLocalStorage<Context>());
 }
 
-/** The innermost live transaction of `host` in the current async context, if any. */
+/**
+ * The innermost transaction of `host` whose body encloses the current code, if any: ended
+ * ones too. Code a body left running (timers, un-awaited promises, a body that went on after
+ * its signal aborted) must reach the ended transaction and be refused there; escaping to
+ * autocommit would commit writes of a transaction that was rolled back.
+ */
 export function currentTransaction(host: TransactionHost): Transaction | undefined {
   if (storage === undefined) return undefined;
-  const tx = storage.getStore()?.get(host);
-  return tx !== undefined && tx.active ? tx : undefined;
+  return storage.getStore()?.get(host);
 }
 
 export function runInContext<R>(host: TransactionHost, tx: Transaction, body: () => R): R {
@@ -110,7 +122,11 @@ export function raceBody<R>(run: () => Promise<R> | R, signal: AbortSignal | und
 /** The handle a transaction body receives. Valid only while its body runs. */
 export class Transaction implements Executor {
   #active = true;
-  #savepoints = 0;
+  /** Nested bodies started and not yet ended (running or waiting for their turn). */
+  #children = 0;
+  /** Settles once every nested body started so far has ended: nested bodies of one
+   * transaction run one after another (FIFO), each inside its own savepoint. */
+  #lane: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly host: TransactionHost,
@@ -118,6 +134,8 @@ export class Transaction implements Executor {
     readonly id: number,
     /** 0 for the outermost level, 1 for a first savepoint, ... */
     readonly depth: number,
+    /** The transaction this one is nested in. */
+    readonly parent?: Transaction,
   ) {}
 
   /** False once the body has ended (committed, rolled back or aborted). */
@@ -129,77 +147,99 @@ export class Transaction implements Executor {
     this.#active = false;
   }
 
+  /** Resolves once no nested body of this transaction runs or waits (before COMMIT/RELEASE:
+   * a nested body the caller did not await is still part of this transaction). */
+  drained(): Promise<void> {
+    return this.#children === 0 ? Promise.resolve() : this.#lane.then(() => this.drained());
+  }
+
   #check(): void {
     if (!this.#active) throw transactionEndedError();
   }
 
-  select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
-    try {
-      this.#check();
-    } catch (e) {
-      return Promise.reject(e);
+  /** The innermost active transaction nested in this one whose body runs the current code. */
+  #activeDescendantInContext(): Transaction | undefined {
+    for (let t: Transaction | undefined = currentTransaction(this.host); t !== undefined; t = t.parent) {
+      if (t === this) return undefined;
+      if (t.active && t.parent !== undefined) {
+        for (let p: Transaction | undefined = t.parent; p !== undefined; p = p.parent) if (p === this) return t;
+      }
     }
-    return this.host.writerRead(this.id, sql, params, options, 0) as Promise<T[]>;
+    return undefined;
+  }
+
+  /**
+   * Sends a request of this level. While a nested body runs, the savepoint it opened is the
+   * connection's innermost: a request from this level would land inside it and be undone by
+   * its rollback. Such requests wait for the nested bodies to end, unless they come from inside
+   * one of them (then they belong there, as `db.*` calls from that body do).
+   */
+  #send<T>(send: () => Promise<T>): Promise<T> {
+    if (!this.#active) return Promise.reject(transactionEndedError());
+    if (this.#children === 0 || this.#activeDescendantInContext() !== undefined) return send();
+    return this.drained().then(() => (this.#active ? send() : Promise.reject(transactionEndedError())));
+  }
+
+  select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
+    return this.#send(() => this.host.writerRead(this.id, sql, params, options, 0) as Promise<T[]>);
   }
 
   selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
-    try {
-      this.#check();
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.host.writerRead(this.id, sql, params, options, 1) as Promise<T | undefined>;
+    return this.#send(() => this.host.writerRead(this.id, sql, params, options, 1) as Promise<T | undefined>);
   }
 
   selectBytes(sql: string, params?: unknown): Promise<Buffer> {
-    try {
-      this.#check();
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.host.writerRead(this.id, sql, params, undefined, 2) as Promise<Buffer>;
+    return this.#send(() => this.host.writerRead(this.id, sql, params, undefined, 2) as Promise<Buffer>);
   }
 
   execute<T = Row>(sql: string, params?: unknown): Promise<ExecuteResult & { rows: T[] }> {
-    try {
-      this.#check();
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.host.writerExecute(this.id, sql, params) as Promise<ExecuteResult & { rows: T[] }>;
+    return this.#send(() => this.host.writerExecute(this.id, sql, params) as Promise<ExecuteResult & { rows: T[] }>);
   }
 
   executeBatch(sql: string, paramSets: unknown[]): Promise<{ changes: number }> {
-    try {
-      this.#check();
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.host.writerBatch(this.id, sql, paramSets);
+    return this.#send(() => this.host.writerBatch(this.id, sql, paramSets));
   }
 
-  /** A nested transaction: a savepoint inside this one. */
+  /** A nested transaction: a savepoint inside this one. Nested bodies of one transaction
+   * run one at a time, in the order they were started. */
   async transaction<R>(body: (tx: Transaction) => Promise<R> | R, options?: TransactionOptions): Promise<R> {
     this.#check();
     if (typeof body !== 'function') throw new TypeError('transaction() takes an async function');
     // `mode` is validated but has no effect on a savepoint: the outer BEGIN chose the locks.
     const { signal } = transactionOptions(options);
     signal?.throwIfAborted();
-    const name = `quietsqlite_sp_${this.depth + 1}_${++this.#savepoints}`;
-    await this.host.writerExecute(this.id, `SAVEPOINT ${name}`, undefined);
-    const inner = new Transaction(this.host, this.id, this.depth + 1);
+    // Called on this handle from inside a nested body: waiting for our nested bodies would
+    // wait for the caller itself; it belongs to the innermost body, as `db.transaction` does.
+    const inside = this.#children === 0 ? undefined : this.#activeDescendantInContext();
+    if (inside !== undefined) return inside.transaction(body, options);
+
+    const before = this.#lane;
+    let done!: () => void;
+    const mine = new Promise<void>((resolve) => (done = resolve));
+    this.#lane = Promise.all([before, mine]).then(() => {});
+    this.#children++;
     try {
-      const result = await raceBody(() => runInContext(this.host, inner, () => body(inner)), signal);
-      inner.end();
-      await this.host.writerExecute(this.id, `RELEASE ${name}`, undefined);
-      return result;
-    } catch (err) {
-      inner.end();
-      if (this.#active) {
-        await this.host.writerExecute(this.id, `ROLLBACK TO ${name}`, undefined).catch(() => {});
-        await this.host.writerExecute(this.id, `RELEASE ${name}`, undefined).catch(() => {});
+      await raceBody(() => before, signal);
+      this.#check();
+      const depth = this.depth + 1;
+      await this.host.writerSavepoint(this.id, SavepointOp.Begin, depth);
+      const inner = new Transaction(this.host, this.id, depth, this);
+      try {
+        const result = await raceBody(() => runInContext(this.host, inner, () => body(inner)), signal);
+        await inner.drained();
+        inner.end();
+        await this.host.writerSavepoint(this.id, SavepointOp.Release, depth);
+        return result;
+      } catch (err) {
+        inner.end();
+        if (this.#active) {
+          await this.host.writerSavepoint(this.id, SavepointOp.RollbackTo, depth).catch(() => {});
+        }
+        throw err;
       }
-      throw err;
+    } finally {
+      this.#children--;
+      done();
     }
   }
 }

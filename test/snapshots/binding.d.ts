@@ -19,6 +19,11 @@ export declare class NativeDatabase {
   begin(id: number, tx: number, mode: number): void
   commit(id: number, tx: number): void
   rollback(id: number, tx: number): void
+  /**
+   * A nested transaction's savepoint at `depth` (1 = first level). `op`: 0 begins it,
+   * 1 releases it, 2 rolls back to it (and releases it).
+   */
+  savepoint(id: number, tx: number, op: number, depth: number): void
   /** Stops accepting requests; `id` completes when every connection is closed. */
   close(id: number): void
   /** Stops delivering completions (after the close completion arrived). */

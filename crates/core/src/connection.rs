@@ -139,6 +139,7 @@ pub fn open_writer(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
     // Checkpoints are scheduled by the writer when it is idle, not run on the commit path.
     conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
     finish_open(&conn, opts_for_writer, false)?;
+    crate::statement_rules::install(&conn);
     Ok(conn)
 }
 
@@ -151,6 +152,7 @@ pub fn open_reader(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
     conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
     conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;")?;
     finish_open(&conn, opts, true)?;
+    crate::statement_rules::install(&conn);
     Ok(conn)
 }
 

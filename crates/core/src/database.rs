@@ -24,6 +24,35 @@ pub struct Database {
     sink: Arc<dyn CompletionSink>,
     live: LiveQueries,
     location: Location,
+    abandoner: Abandoner,
+}
+
+/// Ends a database whose owner is gone without `close()` (a terminated Worker's env
+/// teardown, or the front end's object collected). Cloneable so a front end can keep one
+/// where it learns of the teardown; only the first call acts.
+#[derive(Clone)]
+pub struct Abandoner {
+    writer: Sender<WriterMsg>,
+    done: Arc<AtomicBool>,
+    reader_count: usize,
+    location: Location,
+    live: LiveQueries,
+}
+
+impl Abandoner {
+    /// Rolls back a transaction holding the writer (nobody can end it any more), stops the
+    /// threads and closes every connection. Returns at once.
+    pub fn abandon(&self) {
+        if self.done.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.live.stop();
+        let location = self.location.clone();
+        let countdown = Countdown::new(1 + self.reader_count, move || location.remove_temporary());
+        if let Err(crossbeam_channel::SendError(WriterMsg::Abandon(c))) = self.writer.send(WriterMsg::Abandon(countdown)) {
+            c.finish_now();
+        }
+    }
 }
 
 impl Database {
@@ -92,6 +121,13 @@ impl Database {
             })
             .map_err(|e| Error::Internal(format!("could not start the writer thread: {e}")))?;
         let reader_count = opts_readers;
+        let abandoner = Abandoner {
+            writer: writer_tx.clone(),
+            done: Arc::new(AtomicBool::new(false)),
+            reader_count,
+            location: location.clone(),
+            live: live.clone(),
+        };
         Ok(Database {
             readers: reader_tx,
             writer: writer_tx,
@@ -101,6 +137,7 @@ impl Database {
             sink,
             live,
             location,
+            abandoner,
         })
     }
 
@@ -195,15 +232,21 @@ impl Database {
     }
 }
 
+impl Database {
+    /// What ends this database if its owner disappears (see `Abandoner`).
+    pub fn abandoner(&self) -> Abandoner {
+        self.abandoner.clone()
+    }
+}
+
 impl Drop for Database {
     fn drop(&mut self) {
-        self.live.stop();
-        if !self.closed.swap(true, Ordering::AcqRel) {
-            // Dropped without close(): let the threads drain and exit on their own.
-            let location = self.location.clone();
-            let countdown = Countdown::new(1 + self.reader_count, move || location.remove_temporary());
-            let _ = self.writer.send(WriterMsg::Stop(countdown));
-        }
+        // Dropped: nobody can send requests any more, least of all the ones a transaction
+        // holding the writer waits for. Queued work ahead of it still runs unless a
+        // transaction holds the writer; that one is rolled back. After a close() this only
+        // matters if the close could not finish (it waits for a transaction).
+        self.closed.store(true, Ordering::Release);
+        self.abandoner.abandon();
     }
 }
 
@@ -233,7 +276,7 @@ fn start(
 
 fn run_readonly_control(control: Receiver<WriterMsg>, readers: Sender<ReaderMsg>, count: usize) {
     while let Ok(msg) = control.recv() {
-        if let WriterMsg::Stop(c) = msg {
+        if let WriterMsg::Stop(c) | WriterMsg::Abandon(c) = msg {
             for _ in 0..count {
                 let _ = readers.send(ReaderMsg::Stop(c.clone()));
             }

@@ -58,7 +58,10 @@ unsafe extern "C" fn collect(
         let c = &mut *(ctx as *mut Collector);
         c.reads.push((opt_str(schema), opt_str(table), opt_str(column)));
     }
-    ffi::SQLITE_OK
+    // This stands in for the statement rules while it is installed: a live query is a read,
+    // and some pragmas act while they are prepared.
+    // SAFETY: the arguments come from SQLite as it passes them to authorizers.
+    crate::statement_rules::answer(crate::statement_rules::Rule::Read, action, table, column)
 }
 
 /// Prepares `sql` (not through the statement cache: a cached statement would not call the
@@ -74,11 +77,12 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
     unsafe {
         ffi::sqlite3_set_authorizer(db, Some(collect), &mut collector as *mut Collector as *mut c_void);
     }
-    let prepared = conn.prepare(sql).map(drop);
-    unsafe {
-        ffi::sqlite3_set_authorizer(db, None, std::ptr::null_mut());
-    }
-    prepared.map_err(|e| Error::from(e).with_sql(sql))?;
+    let prepared = crate::statement_rules::under(crate::statement_rules::Rule::Read, || {
+        conn.prepare(sql).map(drop).map_err(|e| Error::from(e).with_sql(sql))
+    });
+    // Back to the statement rules every connection carries.
+    crate::statement_rules::install(conn);
+    prepared?;
 
     let mut columns_of: HashMap<String, Option<Option<Vec<String>>>> = HashMap::new();
     let mut deps = Dependencies::new();

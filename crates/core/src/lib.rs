@@ -18,12 +18,13 @@ pub mod json;
 pub mod live;
 pub mod query;
 pub mod reader;
+pub mod statement_rules;
 pub mod value;
 pub mod writer;
 
 pub use completion::{Completion, CompletionSink, Output, RequestId};
 pub use connection::OpenOptions;
-pub use database::Database;
+pub use database::{Abandoner, Database};
 pub use error::{Error, Result};
 pub use query::{BatchSets, ExecOutcome, ReadFormat, ReadOutput};
 pub use reader::ReadJob;

@@ -5,6 +5,7 @@ use crate::bind::bind;
 use crate::encode::{EncodedRows, RowEncoder};
 use crate::error::{Error, Result};
 use crate::json::JsonWriter;
+use crate::statement_rules::{under, Rule};
 use crate::value::Params;
 use rusqlite::Connection;
 
@@ -47,10 +48,27 @@ fn require_statement(sql: &str) -> Result<()> {
     }
 }
 
-/// Runs a query that must not write. Used by readers (read-only connections) and by
-/// `tx.select` on the writer, where the same rule keeps `select` honest.
+/// Runs a query that must not write or change its connection (see `statement_rules`).
+/// Used by readers (read-only connections) and live queries.
 pub fn read(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
-    let mut stmt = prepare(conn, sql)?;
+    under(Rule::Read, || {
+        let mut stmt = prepare(conn, sql)?;
+        read_prepared(&mut stmt, sql, params, format)
+    })
+}
+
+/// `read` on the writer (`tx.select`). Its statement cache also holds statements prepared
+/// for execute() under the looser write rule, and a cached statement does not meet the
+/// authorizer again: so this one is prepared afresh.
+pub fn read_uncached(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
+    under(Rule::Read, || {
+        require_statement(sql)?;
+        let mut stmt = conn.prepare(sql).map_err(|e| Error::from(e).with_sql(sql))?;
+        read_prepared(&mut stmt, sql, params, format)
+    })
+}
+
+fn read_prepared(stmt: &mut rusqlite::Statement<'_>, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
     if !stmt.readonly() {
         return Err(Error::Sqlite {
             code: rusqlite::ffi::SQLITE_READONLY,
@@ -58,18 +76,8 @@ pub fn read(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -
             sql: Some(sql.to_owned()),
         });
     }
-    bind(&mut stmt, params).map_err(|e| e.with_sql(sql))?;
-    let was_autocommit = conn.is_autocommit();
-    let out = step_read(&mut stmt, format).map_err(|e| e.with_sql(sql));
-    drop(stmt);
-    // BEGIN counts as read-only to SQLite; on a reader it would pin an old snapshot forever.
-    if was_autocommit && !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK");
-        return Err(Error::Range(
-            "select() cannot start a transaction; use db.transaction()".into(),
-        ));
-    }
-    out
+    bind(stmt, params).map_err(|e| e.with_sql(sql))?;
+    step_read(stmt, format).map_err(|e| e.with_sql(sql))
 }
 
 /// What rows are collected into.
@@ -176,8 +184,13 @@ fn is_blank_sql(mut s: &[u8]) -> bool {
     }
 }
 
-/// Runs one statement, or with no parameters, every statement of `sql`.
+/// Runs one statement, or with no parameters, every statement of `sql`, under the write
+/// rule (no transaction control: see `statement_rules`).
 pub fn execute(conn: &Connection, sql: &str, params: &Params) -> Result<ExecOutcome> {
+    under(Rule::Write, || execute_unchecked(conn, sql, params))
+}
+
+fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<ExecOutcome> {
     require_statement(sql)?;
     let prepared = match conn.prepare_cached(sql) {
         Err(rusqlite::Error::MultipleStatement) => Err(rusqlite::Error::MultipleStatement),
@@ -240,7 +253,8 @@ impl From<Vec<Params>> for BatchSets {
 pub fn execute_batch(conn: &Connection, sql: &str, sets: &BatchSets) -> Result<u64> {
     let outer = conn.is_autocommit();
     conn.execute_batch(if outer { "BEGIN IMMEDIATE" } else { "SAVEPOINT quietsqlite_batch" })?;
-    let result = run_sets(conn, sql, sets);
+    // Only the caller's statement is under the write rule; the BEGIN/SAVEPOINT around it are ours.
+    let result = under(Rule::Write, || run_sets(conn, sql, sets));
     let end = match (&result, outer) {
         (Ok(_), true) => conn.execute_batch("COMMIT"),
         (Ok(_), false) => conn.execute_batch("RELEASE quietsqlite_batch"),

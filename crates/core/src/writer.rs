@@ -34,6 +34,14 @@ pub enum WriteKind {
     Begin { mode: TxMode },
     Commit,
     Rollback,
+    /// A nested transaction of depth `depth` (1 for the first level) begins: a savepoint.
+    /// Nested bodies of one parent run one after another, so one name per depth suffices.
+    Savepoint { depth: u32 },
+    /// The nested transaction of depth `depth` ends well: its savepoint is released.
+    Release { depth: u32 },
+    /// The nested transaction of depth `depth` failed: everything since its savepoint is
+    /// undone and the savepoint is released.
+    RollbackTo { depth: u32 },
 }
 
 #[derive(Debug)]
@@ -49,6 +57,10 @@ pub(crate) enum WriterMsg {
     /// Live queries exist: look for commits made by other connections (other processes).
     CheckExternalChanges,
     Stop(Arc<Countdown>),
+    /// The owner is gone (Worker terminated, database collected): nobody can send the
+    /// requests of a transaction holding the queue any more. Jumps ahead of waiting work,
+    /// rolls back, and stops like `Stop`.
+    Abandon(Arc<Countdown>),
 }
 
 /// Told about every committed transaction that changed something.
@@ -118,7 +130,9 @@ impl Writer {
                     self.publish_changes();
                 }
                 WriterMsg::CheckExternalChanges => self.check_external_changes(),
-                WriterMsg::Stop(countdown) => {
+                WriterMsg::Stop(countdown) | WriterMsg::Abandon(countdown) => {
+                    self.held_by = None;
+                    self.deferred.clear();
                     if !self.conn.is_autocommit() {
                         let _ = self.conn.execute_batch("ROLLBACK");
                     }
@@ -144,7 +158,7 @@ impl Writer {
             }
             loop {
                 let m = queue.recv().ok()?;
-                if mine(&m) {
+                if mine(&m) || matches!(m, WriterMsg::Abandon(_)) {
                     return Some(m);
                 }
                 self.deferred.push_back(m);
@@ -184,6 +198,25 @@ impl Writer {
                     "this transaction has already ended; use the database instead".into(),
                 ))
             }
+            (WriteKind::Rollback, Some(_), Some(_)) => {}
+            (_, Some(_), Some(_)) if self.conn.is_autocommit() => {
+                // SQLite ended the transaction itself (ON CONFLICT ROLLBACK, RAISE(ROLLBACK),
+                // some I/O errors): what it wrote is gone, and anything run now would commit
+                // on its own. Refuse until the transaction is ended.
+                if matches!(job.kind, WriteKind::Commit) {
+                    self.held_by = None;
+                }
+                return Err(Error::Sqlite {
+                    code: rusqlite::ffi::SQLITE_ABORT_ROLLBACK,
+                    message: "the transaction was rolled back by SQLite after an earlier error \
+                              (for example ON CONFLICT ROLLBACK); nothing of it was committed"
+                        .into(),
+                    sql: None,
+                });
+            }
+            (WriteKind::Savepoint { .. } | WriteKind::Release { .. } | WriteKind::RollbackTo { .. }, None, _) => {
+                return Err(Error::Internal("a savepoint outside a transaction".into()))
+            }
             _ => {}
         }
         let in_tx = self.held_by.is_some();
@@ -199,7 +232,7 @@ impl Writer {
                 out
             }
             WriteKind::Read { sql, params, format } => {
-                query::read(&self.conn, &sql, &params, format).map(Output::Read)
+                query::read_uncached(&self.conn, &sql, &params, format).map(Output::Read)
             }
             WriteKind::Batch { sql, sets } => {
                 query::execute_batch(&self.conn, &sql, &sets).map(|changes| Output::Batch { changes })
@@ -236,6 +269,20 @@ impl Writer {
                 if !self.conn.is_autocommit() {
                     self.conn.execute_batch("ROLLBACK")?;
                 }
+                Ok(Output::Done)
+            }
+            WriteKind::Savepoint { depth } => {
+                self.conn.execute_batch(&format!("SAVEPOINT quietsqlite_sp_{depth}"))?;
+                Ok(Output::Done)
+            }
+            WriteKind::Release { depth } => {
+                self.conn.execute_batch(&format!("RELEASE quietsqlite_sp_{depth}"))?;
+                Ok(Output::Done)
+            }
+            WriteKind::RollbackTo { depth } => {
+                self.conn.execute_batch(&format!(
+                    "ROLLBACK TO quietsqlite_sp_{depth}; RELEASE quietsqlite_sp_{depth}"
+                ))?;
                 Ok(Output::Done)
             }
         };

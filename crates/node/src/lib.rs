@@ -99,7 +99,6 @@ impl NativeDatabase {
     ) -> Result<Self> {
         let sink = unsafe { NodeSink::new(env.raw(), on_complete.raw()) }
             .map_err(|s| napi::Error::from_status(Status::from(s)))?;
-        let cleanup = sink::CleanupHook::add(env.raw(), &sink);
         let mut opts = OpenOptions::new(path);
         opts.readers = options.readers as usize;
         opts.readonly = options.readonly;
@@ -113,6 +112,7 @@ impl NativeDatabase {
             })
             .collect();
         let db = Database::open(opts, sink.clone(), open_id).map_err(|e| core_error(&env, e))?;
+        let cleanup = sink::CleanupHook::add(env.raw(), &sink, db.abandoner());
         Ok(NativeDatabase { db, sink, cleanup })
     }
 
@@ -192,6 +192,18 @@ impl NativeDatabase {
     #[napi]
     pub fn rollback(&self, env: Env, id: u32, tx: u32) -> Result<()> {
         self.submit(&env, id, tx, WriteKind::Rollback)
+    }
+
+    /// A nested transaction's savepoint at `depth` (1 = first level). `op`: 0 begins it,
+    /// 1 releases it, 2 rolls back to it (and releases it).
+    #[napi]
+    pub fn savepoint(&self, env: Env, id: u32, tx: u32, op: u32, depth: u32) -> Result<()> {
+        let kind = match op {
+            0 => WriteKind::Savepoint { depth },
+            1 => WriteKind::Release { depth },
+            _ => WriteKind::RollbackTo { depth },
+        };
+        self.submit(&env, id, tx, kind)
     }
 
     /// Stops accepting requests; `id` completes when every connection is closed.

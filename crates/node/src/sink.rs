@@ -160,10 +160,21 @@ unsafe extern "C" fn finalize_tsfn(_env: sys::napi_env, data: *mut c_void, _hint
     sink.mark_released();
 }
 
-/// Env teardown (a Worker terminated, the process exiting): stop calling into JS.
+/// What the env cleanup hook of one database holds.
+struct HookState {
+    sink: Arc<NodeSink>,
+    abandoner: quietsqlite_core::Abandoner,
+}
+
+/// Env teardown (a Worker terminated, the process exiting): stop calling into JS, and end
+/// the database, rolling back a transaction its body can no longer finish (otherwise the
+/// writer would hold the write lock on the file until the process exits).
 unsafe extern "C" fn on_env_cleanup(arg: *mut c_void) {
-    let sink = &*(arg as *const NodeSink);
-    sink.mark_released();
+    // SAFETY: `arg` is the HookState leaked in `CleanupHook::add`; it is freed only by
+    // `remove`, which unregisters this hook first, so it is alive whenever Node calls it.
+    let state = &*(arg as *const HookState);
+    state.sink.mark_released();
+    state.abandoner.abandon();
 }
 
 /// The env cleanup hook of one database; removed when the database is disposed, so
@@ -174,8 +185,8 @@ pub struct CleanupHook {
 }
 
 impl CleanupHook {
-    pub fn add(env: sys::napi_env, sink: &Arc<NodeSink>) -> CleanupHook {
-        let arg = Arc::into_raw(sink.clone()) as *mut c_void;
+    pub fn add(env: sys::napi_env, sink: &Arc<NodeSink>, abandoner: quietsqlite_core::Abandoner) -> CleanupHook {
+        let arg = Box::into_raw(Box::new(HookState { sink: sink.clone(), abandoner })) as *mut c_void;
         unsafe { sys::napi_add_env_cleanup_hook(env, Some(on_env_cleanup), arg) };
         CleanupHook { env, arg }
     }
@@ -187,7 +198,8 @@ impl CleanupHook {
         }
         unsafe {
             sys::napi_remove_env_cleanup_hook(self.env, Some(on_env_cleanup), self.arg);
-            drop(Arc::from_raw(self.arg as *const NodeSink));
+            // SAFETY: made by Box::into_raw in `add`; the null check above makes this once.
+            drop(Box::from_raw(self.arg as *mut HookState));
         }
         self.arg = std::ptr::null_mut();
     }

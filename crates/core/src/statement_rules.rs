@@ -1,0 +1,195 @@
+//! What user SQL may do, decided once, at prepare time, by SQLite's authorizer.
+//!
+//! Every connection carries the same authorizer. It reads the rule of the request the
+//! current thread is running (a thread-local: a connection is used by one thread at a time,
+//! and the authorizer runs on the thread that prepares). Outside `under` the rule is
+//! `Internal` and everything passes, so the core's own BEGIN/COMMIT/SAVEPOINT and pragmas
+//! need no exemption.
+//!
+//! - `Write` (execute, executeBatch): no transaction control. BEGIN, COMMIT, ROLLBACK,
+//!   SAVEPOINT, RELEASE and ROLLBACK TO belong to `db.transaction()`; a COMMIT inside a body
+//!   would commit what the transaction may later roll back.
+//! - `Read` (select, selectOne, selectBytes, live queries, `tx.select`): also nothing that
+//!   changes the connection. A read runs on one of several connections (any reader), so a
+//!   setting made by it would apply to one random connection. Pragmas only in their query
+//!   form, or with an argument only when that argument names what to inspect; no ATTACH or
+//!   DETACH. Writes are refused separately (`sqlite3_stmt_readonly`).
+
+use crate::error::{Error, Result};
+use rusqlite::{ffi, Connection};
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_char, c_int, c_void, CStr};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// The core's own statements: everything passes.
+    Internal,
+    /// User SQL on the writer (execute, executeBatch).
+    Write,
+    /// User SQL that must only read (select and friends, live queries).
+    Read,
+}
+
+thread_local! {
+    static RULE: Cell<Rule> = const { Cell::new(Rule::Internal) };
+    /// Why the authorizer last refused a statement on this thread.
+    static DENIED: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Pragmas that take an argument naming what to inspect, and change nothing.
+const INSPECTING_PRAGMAS: &[&str] = &[
+    "table_info",
+    "table_xinfo",
+    "index_info",
+    "index_xinfo",
+    "index_list",
+    "foreign_key_list",
+    "foreign_key_check",
+    "integrity_check",
+    "quick_check",
+];
+
+/// Pragmas that act even in their bare form.
+const ACTING_PRAGMAS: &[&str] = &["optimize", "shrink_memory", "wal_checkpoint", "incremental_vacuum"];
+
+/// Installs the authorizer on `conn` (again, after something else replaced it).
+pub fn install(conn: &Connection) {
+    // SAFETY: the handle is valid while `conn` lives; the callback takes no context pointer
+    // (its state is thread-local), so nothing it reads can dangle.
+    unsafe {
+        ffi::sqlite3_set_authorizer(conn.handle(), Some(authorize), std::ptr::null_mut());
+    }
+}
+
+/// Runs `f` (which prepares and runs user SQL) under `rule`. A statement the rule refuses
+/// fails to prepare; its error becomes a RangeError that says why.
+pub fn under<T>(rule: Rule, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let _ = DENIED.try_with(|d| d.borrow_mut().take());
+    let before = RULE.with(|r| r.replace(rule));
+    let out = f();
+    RULE.with(|r| r.set(before));
+    let denied = DENIED.try_with(|d| d.borrow_mut().take()).ok().flatten();
+    match (out, denied) {
+        (Err(_), Some(why)) => Err(Error::Range(why)),
+        (out, _) => out,
+    }
+}
+
+/// The verdict for one authorizer call; `None` allows it.
+fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>) -> Option<String> {
+    if rule == Rule::Internal {
+        return None;
+    }
+    match action {
+        ffi::SQLITE_TRANSACTION | ffi::SQLITE_SAVEPOINT => Some(
+            "transaction control (BEGIN, COMMIT, ROLLBACK, END, SAVEPOINT, RELEASE, ROLLBACK TO) \
+             cannot be sent as SQL; use db.transaction() (nested calls make savepoints)"
+                .into(),
+        ),
+        _ if rule == Rule::Write => None,
+        ffi::SQLITE_ATTACH | ffi::SQLITE_DETACH => Some(
+            "select() cannot ATTACH or DETACH: reads run on any of several connections; \
+             use execute() or the open options"
+                .into(),
+        ),
+        ffi::SQLITE_PRAGMA => {
+            let name = arg1.unwrap_or("").to_ascii_lowercase();
+            let allowed = match arg2 {
+                None => !ACTING_PRAGMAS.contains(&name.as_str()),
+                Some(_) => INSPECTING_PRAGMAS.contains(&name.as_str()),
+            };
+            (!allowed).then(|| {
+                format!(
+                    "select() runs pragmas only in their query form (PRAGMA {name} here would change \
+                     or act on one of several connections); use execute() or the 'pragmas' open option"
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The authorizer's answer under `rule`, recording why when it refuses. For callers that
+/// install an authorizer of their own for a while (`deps`): they must apply the rule too,
+/// since some pragmas act while they are prepared.
+///
+/// # Safety
+/// `arg1` and `arg2` are NULL or NUL-terminated strings valid for the call, as SQLite passes them.
+pub(crate) unsafe fn answer(rule: Rule, action: c_int, arg1: *const c_char, arg2: *const c_char) -> c_int {
+    // SAFETY: forwarded from the caller's contract.
+    let (a1, a2) = (text(arg1), text(arg2));
+    match verdict(rule, action, a1, a2) {
+        None => ffi::SQLITE_OK,
+        Some(why) => {
+            let _ = DENIED.try_with(|d| *d.borrow_mut() = Some(why));
+            ffi::SQLITE_DENY
+        }
+    }
+}
+
+unsafe fn text<'a>(p: *const c_char) -> Option<&'a str> {
+    if p.is_null() {
+        None
+    } else {
+        CStr::from_ptr(p).to_str().ok()
+    }
+}
+
+unsafe extern "C" fn authorize(
+    _ctx: *mut c_void,
+    action: c_int,
+    arg1: *const c_char,
+    arg2: *const c_char,
+    _schema: *const c_char,
+    _trigger: *const c_char,
+) -> c_int {
+    // Called from C: nothing here may unwind (try_with, no indexing, no unwrap).
+    let Ok(rule) = RULE.try_with(Cell::get) else { return ffi::SQLITE_OK };
+    if rule == Rule::Internal {
+        return ffi::SQLITE_OK;
+    }
+    // SAFETY: SQLite passes NUL-terminated strings (or NULL) valid for this call.
+    answer(rule, action, arg1, arg2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        install(&c);
+        c.execute_batch("CREATE TABLE t(x)").unwrap();
+        c
+    }
+
+    fn prepare(c: &Connection, rule: Rule, sql: &str) -> Result<()> {
+        under(rule, || c.prepare(sql).map(drop).map_err(Error::from))
+    }
+
+    #[test]
+    fn transaction_control_is_refused_for_user_sql_only() {
+        let c = conn();
+        for sql in ["BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT a", "RELEASE a", "ROLLBACK TO a", "BEGIN IMMEDIATE"] {
+            for rule in [Rule::Write, Rule::Read] {
+                assert!(matches!(prepare(&c, rule, sql), Err(Error::Range(_))), "{sql} {rule:?}");
+            }
+            assert!(prepare(&c, Rule::Internal, sql).is_ok(), "{sql}");
+        }
+        // The rule ends with `under`.
+        c.execute_batch("BEGIN; COMMIT").unwrap();
+    }
+
+    #[test]
+    fn reads_may_not_change_the_connection() {
+        let c = conn();
+        for sql in ["PRAGMA foreign_keys = OFF", "PRAGMA cache_size = 10", "PRAGMA optimize", "ATTACH ':memory:' AS b", "DETACH b"] {
+            assert!(matches!(prepare(&c, Rule::Read, sql), Err(Error::Range(_))), "{sql}");
+        }
+        for sql in ["PRAGMA foreign_keys", "PRAGMA table_info(t)", "PRAGMA main.user_version", "SELECT * FROM pragma_table_info('t')", "SELECT 1"] {
+            assert!(prepare(&c, Rule::Read, sql).is_ok(), "{sql}");
+        }
+        assert!(prepare(&c, Rule::Write, "PRAGMA cache_size = 10").is_ok());
+        assert!(prepare(&c, Rule::Write, "ATTACH ':memory:' AS b").is_ok());
+    }
+}

@@ -1,0 +1,356 @@
+// Transaction atomicity (issue 8, class 4): once transaction() rejects, nothing of it is
+// committed, whatever the body or what it left running does. And reads do not change the
+// connection that ran them (class 5).
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { deferred, exitIfStuck, scratch, settleWithin, sleep, values } from './fixtures/tx-helpers.mjs';
+
+const tmp = scratch('tx34');
+exitIfStuck();
+
+const ENDED = 'ERR_QUIETSQLITE_TRANSACTION_ENDED';
+
+async function fresh() {
+  const db = await tmp.open();
+  await db.execute('CREATE TABLE t(v)');
+  return db;
+}
+
+/** Fails (instead of hanging the test) when `promise` does not settle within `ms`. */
+async function within(promise, what, ms = 2000) {
+  const s = await settleWithin(promise, ms);
+  assert.notEqual(s.state, 'pending', `${what} did not settle within ${ms} ms`);
+  if (s.state === 'rejected') throw s.reason;
+  return s.value;
+}
+
+// ---- calls left behind by a body ----
+
+test('a body that goes on after its signal aborted cannot commit through db', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  const controller = new AbortController();
+  const aborted = deferred();
+  const late = deferred();
+  const txp = db.transaction(
+    async () => {
+      await db.execute("INSERT INTO t(v) VALUES ('before')");
+      await aborted.promise;
+      // The transaction was rolled back; this code does not know it.
+      for (const call of [
+        () => db.execute("INSERT INTO t(v) VALUES ('after')"),
+        () => db.executeBatch('INSERT INTO t(v) VALUES (?)', [['batch']]),
+        () => db.select('SELECT 1'),
+        () => db.selectOne('SELECT 1'),
+        () => db.selectBytes('SELECT 1'),
+        () => db.transaction(async () => db.execute("INSERT INTO t(v) VALUES ('nested')")),
+      ]) {
+        await call().then(
+          () => late.reject(new Error('a call from the aborted body was served')),
+          (err) => assert.equal(err.code, ENDED),
+        );
+      }
+      late.resolve();
+    },
+    { signal: controller.signal },
+  );
+  await sleep(20);
+  const reason = new Error('stop');
+  controller.abort(reason);
+  await assert.rejects(txp, (err) => err === reason);
+  aborted.resolve();
+  await within(late.promise, 'the late calls');
+  assert.deepEqual(await values(db), []);
+  await db.close();
+});
+
+test('callbacks a body left behind reject instead of escaping to autocommit', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  for (const fail of [false, true]) {
+    const go = deferred();
+    let late;
+    let nestedLate;
+    await db
+      .transaction(async (tx) => {
+        await tx.execute('INSERT INTO t(v) VALUES (?)', [`body-${fail}`]);
+        late = go.promise.then(() => db.execute('INSERT INTO t(v) VALUES (?)', [`late-${fail}`]));
+        await tx.transaction(async () => {
+          nestedLate = go.promise.then(() => db.execute('INSERT INTO t(v) VALUES (?)', [`nested-late-${fail}`]));
+        });
+        if (fail) throw new Error('rollback');
+      })
+      .catch(() => {});
+    go.resolve();
+    for (const p of [late, nestedLate]) {
+      await assert.rejects(within(p, 'a late call'), (err) => err.code === ENDED);
+    }
+  }
+  assert.deepEqual(await values(db), ['body-false']);
+  await db.close();
+});
+
+test('a call left behind by a nested body rejects while its parent still runs', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  await db.transaction(async (tx) => {
+    let late;
+    const go = deferred();
+    await tx
+      .transaction(async () => {
+        await db.execute("INSERT INTO t(v) VALUES ('inner')");
+        late = go.promise.then(() => db.execute("INSERT INTO t(v) VALUES ('inner-late')"));
+        throw new Error('undo inner');
+      })
+      .catch(() => {});
+    go.resolve();
+    // It would otherwise land in the parent, which never asked for it.
+    await assert.rejects(within(late, 'the late call'), (err) => err.code === ENDED);
+    await tx.execute("INSERT INTO t(v) VALUES ('outer')");
+  });
+  assert.deepEqual(await values(db), ['outer']);
+  await db.close();
+});
+
+// ---- transaction control sent as SQL ----
+
+const CONTROL = ['COMMIT', 'END', 'ROLLBACK', 'BEGIN', 'BEGIN IMMEDIATE', 'SAVEPOINT s', 'RELEASE s', 'ROLLBACK TO s'];
+
+test('transaction control sent through any method inside a body is refused before it runs', { timeout: 20_000 }, async () => {
+  const db = await fresh();
+  const methods = {
+    execute: (h, sql) => h.execute(sql),
+    script: (h, sql) => h.execute(`INSERT INTO t(v) VALUES ('script'); ${sql}`),
+    executeBatch: (h, sql) => h.executeBatch(sql, [[]]),
+    select: (h, sql) => h.select(sql),
+    selectOne: (h, sql) => h.selectOne(sql),
+    selectBytes: (h, sql) => h.selectBytes(sql),
+  };
+  for (const sql of CONTROL) {
+    for (const [name, call] of Object.entries(methods)) {
+      for (const via of ['tx', 'db']) {
+        const failure = new Error('the body fails');
+        const txp = db.transaction(async (tx) => {
+          await tx.execute("INSERT INTO t(v) VALUES ('x')");
+          await assert.rejects(call(via === 'tx' ? tx : db, sql), (err) => {
+            assert.equal(err.name, 'RangeError', `${sql} via ${via}.${name}: ${err.message}`);
+            assert.match(err.message, /transaction control/);
+            return true;
+          });
+          throw failure;
+        });
+        await assert.rejects(txp, (err) => err === failure);
+        assert.deepEqual(await values(db), [], `${sql} via ${via}.${name} committed a rolled-back write`);
+      }
+    }
+  }
+  // The writer still works, with and without transactions.
+  await db.transaction((tx) => tx.execute("INSERT INTO t(v) VALUES ('ok')"));
+  assert.deepEqual(await values(db), ['ok']);
+  await db.close();
+});
+
+test('transaction control is refused outside a body too, and nothing of such a script runs', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  for (const sql of CONTROL) {
+    await assert.rejects(db.execute(sql), RangeError, sql);
+    await assert.rejects(db.executeBatch(sql, [[]]), RangeError, sql);
+    await assert.rejects(db.select(sql), RangeError, sql);
+  }
+  await assert.rejects(db.execute("BEGIN; INSERT INTO t(v) VALUES ('a'); COMMIT"), RangeError);
+  await assert.rejects(db.execute("SAVEPOINT a; INSERT INTO t(v) VALUES ('b'); RELEASE a"), RangeError);
+  assert.deepEqual(await values(db), []);
+  // A stream of it fails rather than running it on a reader.
+  const live = db.stream('BEGIN');
+  await assert.rejects(live[Symbol.asyncIterator]().next(), RangeError);
+  // Triggers keep their BEGIN ... END bodies.
+  await db.execute("CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT 1; END");
+  await db.execute("INSERT INTO t(v) VALUES ('c')");
+  assert.deepEqual(await values(db), ['c']);
+  await db.close();
+});
+
+// ---- nested bodies ----
+
+test('nested bodies started together run one after another, each undone alone', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  const order = [];
+  await db.transaction(async (tx) => {
+    const results = await Promise.allSettled([
+      tx.transaction(async (a) => {
+        order.push('a start');
+        await a.execute("INSERT INTO t(v) VALUES ('a1')");
+        await sleep(20);
+        await a.execute("INSERT INTO t(v) VALUES ('a2')");
+        order.push('a end');
+        throw new Error('a fails');
+      }),
+      tx.transaction(async (b) => {
+        order.push('b start');
+        await b.execute("INSERT INTO t(v) VALUES ('b1')");
+        await sleep(5);
+        await b.execute("INSERT INTO t(v) VALUES ('b2')");
+        order.push('b end');
+      }),
+      tx.transaction(async (c) => {
+        order.push('c start');
+        await c.execute("INSERT INTO t(v) VALUES ('c1')");
+        order.push('c end');
+        throw new Error('c fails');
+      }),
+    ]);
+    assert.deepEqual(results.map((r) => r.status), ['rejected', 'fulfilled', 'rejected']);
+  });
+  assert.deepEqual(order, ['a start', 'a end', 'b start', 'b end', 'c start', 'c end']);
+  assert.deepEqual(await values(db), ['b1', 'b2']);
+  await db.close();
+});
+
+test("a parent's call made while a nested body runs waits for it and is not undone by it", { timeout: 5000 }, async () => {
+  const db = await fresh();
+  await db.transaction(async (tx) => {
+    const inner = tx.transaction(async (i) => {
+      await i.execute("INSERT INTO t(v) VALUES ('inner')");
+      await sleep(20);
+      // The parent's handle used from inside the nested body belongs to the nested body.
+      await tx.execute("INSERT INTO t(v) VALUES ('inner via parent handle')");
+      throw new Error('undo inner');
+    });
+    const parent = tx.execute("INSERT INTO t(v) VALUES ('parent')");
+    await Promise.allSettled([inner, parent]);
+    assert.equal((await parent).changes, 1);
+  });
+  assert.deepEqual(await values(db), ['parent']);
+  await db.close();
+});
+
+test('nested bodies the body did not await finish before COMMIT', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  let nested;
+  const sent = [];
+  await db.transaction(async (tx) => {
+    // Fire and forget: requests and a nested body still in flight when the body returns.
+    for (let i = 0; i < 5; i++) sent.push(tx.execute('INSERT INTO t(v) VALUES (?)', [i]));
+    nested = tx.transaction(async (n) => {
+      await sleep(20);
+      await n.execute("INSERT INTO t(v) VALUES ('nested')");
+    });
+  });
+  await within(nested, 'the nested body');
+  for (const p of sent) assert.equal((await p).changes, 1);
+  assert.deepEqual(await values(db), [0, 1, 2, 3, 4, 'nested']);
+  await db.close();
+});
+
+// ---- SQLite ending the transaction itself ----
+
+test('after SQLite rolled the transaction back itself, nothing more of it runs or commits', { timeout: 5000 }, async () => {
+  const db = await tmp.open();
+  await db.execute('CREATE TABLE t(v UNIQUE ON CONFLICT ROLLBACK)');
+  let laterError;
+  const txp = db.transaction(async (tx) => {
+    await tx.execute("INSERT INTO t(v) VALUES ('a')");
+    // ON CONFLICT ROLLBACK ends the whole transaction inside SQLite.
+    await assert.rejects(tx.execute("INSERT INTO t(v) VALUES ('a')"), { code: 'SQLITE_CONSTRAINT_UNIQUE' });
+    // Run now, this would be its own autocommit transaction.
+    await tx.execute("INSERT INTO t(v) VALUES ('b')").catch((err) => (laterError = err));
+  });
+  await assert.rejects(txp, { code: 'SQLITE_ABORT_ROLLBACK' });
+  assert.equal(laterError?.code, 'SQLITE_ABORT_ROLLBACK');
+  assert.deepEqual(await values(db), []);
+  // The next transaction starts clean.
+  await db.transaction((tx) => tx.execute("INSERT INTO t(v) VALUES ('c')"));
+  assert.deepEqual(await values(db), ['c']);
+  await db.close();
+});
+
+test('a failing COMMIT commits nothing and leaves the database usable', { timeout: 5000 }, async () => {
+  const db = await tmp.open();
+  await db.execute('CREATE TABLE p(id INTEGER PRIMARY KEY)');
+  await db.execute('CREATE TABLE t(v REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)');
+  await assert.rejects(
+    db.transaction(async (tx) => {
+      await tx.execute('INSERT INTO t(v) VALUES (1)');
+      await tx.execute('INSERT INTO p(id) VALUES (7)');
+    }),
+    { code: 'SQLITE_CONSTRAINT_FOREIGNKEY' },
+  );
+  assert.deepEqual(await db.select('SELECT * FROM p'), []);
+  assert.deepEqual(await values(db), []);
+  await db.execute('INSERT INTO p(id) VALUES (1)');
+  assert.deepEqual(await db.select('SELECT id FROM p'), [{ id: 1 }]);
+  await db.close();
+});
+
+test('a forced close during a body commits nothing of it', { timeout: 5000 }, async () => {
+  const path = tmp.file();
+  const db = await tmp.open(path);
+  await db.execute('CREATE TABLE t(v)');
+  const paused = deferred();
+  const txp = db.transaction(async (tx) => {
+    await tx.execute("INSERT INTO t(v) VALUES ('x')");
+    paused.resolve();
+    await sleep(50);
+    await tx.execute("INSERT INTO t(v) VALUES ('y')").catch(() => {});
+  });
+  const outcome = assert.rejects(txp, { code: 'ERR_QUIETSQLITE_CLOSED' });
+  await paused.promise;
+  await db.close({ force: true });
+  await outcome;
+  const again = await tmp.open(path);
+  assert.deepEqual(await values(again), []);
+  await again.close();
+});
+
+// ---- reads do not change the connection (class 5) ----
+
+test('select refuses statements that would change the reader running them', { timeout: 10_000 }, async () => {
+  const db = await tmp.open(undefined, { readers: 2 });
+  await db.execute('CREATE TABLE t(v)');
+  for (const sql of [
+    'PRAGMA foreign_keys = OFF',
+    'PRAGMA cache_size = 7',
+    'PRAGMA query_only = 1',
+    'PRAGMA optimize',
+    "ATTACH DATABASE ':memory:' AS other",
+    'DETACH DATABASE other',
+  ]) {
+    for (const call of [(s) => db.select(s), (s) => db.selectOne(s), (s) => db.selectBytes(s)]) {
+      await assert.rejects(call(sql), (err) => {
+        assert.equal(err.name, 'RangeError', `${sql}: ${err.message}`);
+        return true;
+      });
+    }
+    // Inside a transaction, on the writer, too.
+    await assert.rejects(
+      db.transaction((tx) => tx.select(sql)),
+      (err) => err.name === 'RangeError',
+      `tx.select(${sql})`,
+    );
+  }
+  // Even once execute() has prepared (and cached) the statement on the writer.
+  await db.execute('PRAGMA cache_size = 7');
+  await assert.rejects(db.transaction((tx) => tx.select('PRAGMA cache_size = 7')), RangeError);
+  // Every reader (and the writer) kept its settings.
+  const reads = await Promise.all(Array.from({ length: 8 }, () => db.selectOne('PRAGMA foreign_keys')));
+  assert.deepEqual(reads, Array(8).fill({ foreign_keys: 1 }));
+  const lists = await Promise.all(Array.from({ length: 8 }, () => db.select('PRAGMA database_list')));
+  for (const l of lists) assert.deepEqual(l.map((r) => r.name), ['main']);
+  assert.deepEqual((await db.execute('PRAGMA foreign_keys')).rows, [{ foreign_keys: 1 }]);
+  // Queries that only look keep working.
+  assert.deepEqual((await db.select('PRAGMA table_info(t)')).map((r) => r.name), ['v']);
+  assert.deepEqual(await db.selectOne('PRAGMA user_version'), { user_version: 0 });
+  assert.deepEqual(await db.select("SELECT name FROM pragma_table_info('t')"), [{ name: 'v' }]);
+  assert.deepEqual(await db.selectOne('PRAGMA integrity_check'), { integrity_check: 'ok' });
+  // execute() still changes settings, on the writer.
+  await db.execute('PRAGMA foreign_keys = OFF');
+  assert.deepEqual((await db.execute('PRAGMA foreign_keys')).rows, [{ foreign_keys: 0 }]);
+  await db.close();
+});
+
+test('a live query cannot change the reader it runs on', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  const live = db.stream('PRAGMA foreign_keys = OFF');
+  await assert.rejects(live[Symbol.asyncIterator]().next(), RangeError);
+  const reads = await Promise.all(Array.from({ length: 6 }, () => db.selectOne('PRAGMA foreign_keys')));
+  assert.deepEqual(reads, Array(6).fill({ foreign_keys: 1 }));
+  await db.close();
+});

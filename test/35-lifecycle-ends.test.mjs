@@ -1,0 +1,100 @@
+// Promises, locks, threads and files that always end (issue 8, class 6): close() inside a
+// body, a Worker terminated or a Database collected mid-transaction, databases dropped
+// without close().
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { Database } from '../dist/index.mjs';
+import { exitIfStuck, scratch, settleWithin, values } from './fixtures/tx-helpers.mjs';
+
+const tmp = scratch('life35');
+exitIfStuck();
+
+const CHILD = fileURLToPath(new URL('./fixtures/lifecycle-child.mjs', import.meta.url));
+const run = promisify(execFile);
+
+async function within(promise, what, ms = 3000) {
+  const s = await settleWithin(promise, ms);
+  assert.notEqual(s.state, 'pending', `${what} did not settle within ${ms} ms (deadlock?)`);
+  if (s.state === 'rejected') throw s.reason;
+  return s.value;
+}
+
+test('close() inside a transaction body rejects instead of deadlocking; the body goes on', { timeout: 10_000 }, async () => {
+  const db = await tmp.open();
+  await db.execute('CREATE TABLE t(v)');
+  const result = await within(
+    db.transaction(async (tx) => {
+      await tx.execute("INSERT INTO t(v) VALUES ('a')");
+      await assert.rejects(within(db.close(), 'close() inside the body'), (err) => {
+        assert.equal(err.name, 'RangeError');
+        assert.match(err.message, /inside a transaction body/);
+        return true;
+      });
+      assert.equal(db.isOpen, true);
+      await tx.execute("INSERT INTO t(v) VALUES ('b')");
+      return 'committed';
+    }),
+    'the transaction',
+  );
+  assert.equal(result, 'committed');
+  assert.deepEqual(await values(db), ['a', 'b']);
+  await within(db.close(), 'close() after the body');
+});
+
+test('close({ force: true }) inside a body rolls it back and settles', { timeout: 10_000 }, async () => {
+  const path = tmp.file();
+  const db = await tmp.open(path);
+  await db.execute('CREATE TABLE t(v)');
+  let closing;
+  const txp = db.transaction(async (tx) => {
+    await tx.execute("INSERT INTO t(v) VALUES ('a')");
+    closing = db.close({ force: true });
+    await closing;
+  });
+  await assert.rejects(within(txp, 'the transaction'), { code: 'ERR_QUIETSQLITE_CLOSED' });
+  await within(closing, 'the forced close');
+  const again = await tmp.open(path);
+  assert.deepEqual(await values(again), []);
+  await again.close();
+});
+
+test('a Worker terminated mid-transaction releases the write lock at once', { timeout: 20_000 }, async () => {
+  const path = tmp.file();
+  const worker = new Worker(CHILD, { workerData: { mode: 'tx-worker', path } });
+  const message = await new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+    worker.once('exit', (code) => reject(new Error(`worker exited (${code}) early`)));
+  });
+  assert.equal(message, 'holding');
+  await worker.terminate();
+  // Before the fix the writer thread of the dead Worker kept BEGIN IMMEDIATE until the
+  // process exited: this write failed with SQLITE_BUSY after busyTimeout.
+  const db = await Database.open(path, { busyTimeout: 3000 });
+  try {
+    await db.execute("INSERT INTO t(v) VALUES ('main')");
+    assert.deepEqual(await values(db), ['main']);
+  } finally {
+    await db.close();
+  }
+});
+
+test('a Database collected with its transaction open rolls it back and stops its threads', { timeout: 30_000 }, async () => {
+  const path = tmp.file();
+  const { stdout } = await run(process.execPath, ['--expose-gc', CHILD, 'dropped-tx', path], { timeout: 25_000 });
+  assert.deepEqual(JSON.parse(stdout), { wrote: true, rows: [{ v: 'other' }] });
+});
+
+test('databases dropped without close() are collected: threads and files return to baseline', { timeout: 60_000 }, async () => {
+  const { stdout } = await run(process.execPath, ['--expose-gc', CHILD, 'dropped'], { timeout: 55_000 });
+  const { baseline, peak, after } = JSON.parse(stdout);
+  // 200 databases of 2 threads each were open at the peak.
+  assert.ok(peak.threads >= baseline.threads + 300, `peak ${JSON.stringify(peak)} vs ${JSON.stringify(baseline)}`);
+  assert.ok(after.threads <= baseline.threads + 8, `threads: ${JSON.stringify({ baseline, peak, after })}`);
+  assert.ok(after.fds <= baseline.fds + 8, `fds: ${JSON.stringify({ baseline, peak, after })}`);
+});
