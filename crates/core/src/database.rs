@@ -285,3 +285,94 @@ fn run_readonly_control(control: Receiver<WriterMsg>, readers: Sender<ReaderMsg>
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::writer::TxMode;
+    use crossbeam_channel::{unbounded, Receiver, Sender};
+    use std::time::Duration;
+
+    struct ChannelSink(Sender<Completion>);
+    impl CompletionSink for ChannelSink {
+        fn complete(&self, c: Completion) {
+            let _ = self.0.send(c);
+        }
+    }
+
+    fn open(path: &std::path::Path) -> (Database, Receiver<Completion>) {
+        let (tx, rx) = unbounded();
+        let mut opts = OpenOptions::new(path.to_string_lossy());
+        opts.readers = 1;
+        let db = Database::open(opts, Arc::new(ChannelSink(tx)), 1).unwrap();
+        assert!(wait(&rx, 1).is_ok());
+        (db, rx)
+    }
+
+    fn wait(rx: &Receiver<Completion>, id: RequestId) -> Result<Output> {
+        let c = rx.recv_timeout(Duration::from_secs(5)).expect("a completion");
+        assert_eq!(c.id, id);
+        c.result
+    }
+
+    fn job(id: RequestId, tx: Option<u32>, kind: WriteKind) -> WriteJob {
+        WriteJob { id, tx, kind }
+    }
+
+    fn exec(sql: &str) -> WriteKind {
+        WriteKind::Execute { sql: sql.into(), params: Params::None }
+    }
+
+    #[test]
+    fn a_dropped_database_rolls_back_its_open_transaction_and_frees_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.db");
+        let (db, rx) = open(&path);
+        db.write(job(2, None, exec("CREATE TABLE t(v)"))).unwrap();
+        wait(&rx, 2).unwrap();
+        db.write(job(3, Some(7), WriteKind::Begin { mode: TxMode::Immediate })).unwrap();
+        wait(&rx, 3).unwrap();
+        db.write(job(4, Some(7), exec("INSERT INTO t VALUES (1)"))).unwrap();
+        wait(&rx, 4).unwrap();
+        // A request of someone else waits behind the transaction; nobody will end it.
+        db.write(job(5, None, exec("INSERT INTO t VALUES (2)"))).unwrap();
+        drop(db);
+        let other = Connection::open(&path).unwrap();
+        other.busy_timeout(Duration::from_secs(3)).unwrap();
+        other.execute_batch("INSERT INTO t VALUES (3)").unwrap();
+        let values: Vec<i64> =
+            other.prepare("SELECT v FROM t").unwrap().query_map([], |r| r.get(0)).unwrap().map(|v| v.unwrap()).collect();
+        assert_eq!(values, vec![3]);
+    }
+
+    #[test]
+    fn a_transaction_sqlite_rolled_back_itself_runs_and_commits_nothing_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, rx) = open(&dir.path().join("b.db"));
+        db.write(job(2, None, exec("CREATE TABLE t(v UNIQUE ON CONFLICT ROLLBACK)"))).unwrap();
+        wait(&rx, 2).unwrap();
+        db.write(job(3, Some(1), WriteKind::Begin { mode: TxMode::Immediate })).unwrap();
+        wait(&rx, 3).unwrap();
+        for id in 4..=5 {
+            db.write(job(id, Some(1), exec("INSERT INTO t VALUES (1)"))).unwrap();
+        }
+        wait(&rx, 4).unwrap();
+        assert!(wait(&rx, 5).is_err());
+        db.write(job(6, Some(1), exec("INSERT INTO t VALUES (2)"))).unwrap();
+        let code = |r: Result<Output>| match r {
+            Err(Error::Sqlite { code, .. }) => code,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(code(wait(&rx, 6)), rusqlite::ffi::SQLITE_ABORT_ROLLBACK);
+        db.write(job(7, Some(1), WriteKind::Commit)).unwrap();
+        assert_eq!(code(wait(&rx, 7)), rusqlite::ffi::SQLITE_ABORT_ROLLBACK);
+        // The writer is free again, and nothing of the transaction stayed.
+        db.write(job(8, None, exec("SELECT count(*) FROM t"))).unwrap();
+        match wait(&rx, 8).unwrap() {
+            Output::Exec(out) => assert_eq!(out.rows.map(|r| r.rows), Some(1)),
+            other => panic!("{other:?}"),
+        }
+        db.write(job(9, None, exec("INSERT INTO t VALUES (3)"))).unwrap();
+        wait(&rx, 9).unwrap();
+    }
+}
