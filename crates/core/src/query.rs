@@ -59,13 +59,26 @@ pub fn read(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -
 
 /// `read` on the writer (`tx.select`). Its statement cache also holds statements prepared
 /// for execute() under the looser write rule, and a cached statement does not meet the
-/// authorizer again: so this one is prepared afresh.
-pub fn read_uncached(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
+/// authorizer again. Plain queries (SELECT, WITH, VALUES) cannot change a connection (writes
+/// are refused by `stmt.readonly()` on every run), so they keep the cache; anything else
+/// (PRAGMA, ATTACH, EXPLAIN, ...) is prepared afresh under the read rule.
+pub fn read_on_writer(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
+    if starts_with_query(sql.as_bytes()) {
+        return read(conn, sql, params, format);
+    }
     under(Rule::Read, || {
         require_statement(sql)?;
         let mut stmt = conn.prepare(sql).map_err(|e| Error::from(e).with_sql(sql))?;
         read_prepared(&mut stmt, sql, params, format)
     })
+}
+
+/// Does the first statement of `sql` start with SELECT, WITH or VALUES?
+fn starts_with_query(sql: &[u8]) -> bool {
+    let s = skip_blank(sql);
+    let word_len = s.iter().take_while(|c| c.is_ascii_alphabetic()).count();
+    let word = &s[..word_len];
+    ["select", "with", "values"].iter().any(|k| word.eq_ignore_ascii_case(k.as_bytes()))
 }
 
 fn read_prepared(stmt: &mut rusqlite::Statement<'_>, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
@@ -168,10 +181,14 @@ pub fn has_more_statements(conn: &Connection, sql: &str) -> bool {
 }
 
 /// White space, semicolons and comments only.
-fn is_blank_sql(mut s: &[u8]) -> bool {
+fn is_blank_sql(s: &[u8]) -> bool {
+    skip_blank(s).is_empty()
+}
+
+/// `s` after its leading white space, semicolons and comments.
+fn skip_blank(mut s: &[u8]) -> &[u8] {
     loop {
         match s {
-            [] => return true,
             [c, rest @ ..] if c.is_ascii_whitespace() || *c == b';' => s = rest,
             [b'-', b'-', rest @ ..] => {
                 s = rest.iter().position(|&c| c == b'\n').map_or(&[][..], |i| &rest[i + 1..]);
@@ -179,7 +196,7 @@ fn is_blank_sql(mut s: &[u8]) -> bool {
             [b'/', b'*', rest @ ..] => {
                 s = rest.windows(2).position(|w| w == b"*/").map_or(&[][..], |i| &rest[i + 2..]);
             }
-            _ => return false,
+            _ => return s,
         }
     }
 }
@@ -329,5 +346,22 @@ mod tests {
         }
         let with_params = execute(&conn, "INSERT INTO a VALUES (?); SELECT 1", &Params::Positional(vec![crate::Value::Integer(1)]));
         assert!(matches!(with_params, Err(Error::Range(_))));
+    }
+
+    #[test]
+    fn only_plain_queries_take_the_cached_path_on_the_writer() {
+        for sql in ["SELECT 1", " /* c */ -- d\n with x as (select 1) select * from x", "VALUES (1)", "select"] {
+            assert!(starts_with_query(sql.as_bytes()), "{sql:?}");
+        }
+        for sql in ["PRAGMA x = 1", "EXPLAIN SELECT 1", "ATTACH 'a' AS b", "SELECTX", "", "/* SELECT */ PRAGMA a"] {
+            assert!(!starts_with_query(sql.as_bytes()), "{sql:?}");
+        }
+        // A state-changing read is refused on the writer even once execute() cached it.
+        let conn = Connection::open_in_memory().unwrap();
+        crate::statement_rules::install(&conn);
+        execute(&conn, "PRAGMA cache_size = 7", &Params::None).unwrap();
+        let read = read_on_writer(&conn, "PRAGMA cache_size = 7", &Params::None, ReadFormat::Json);
+        assert!(matches!(read, Err(Error::Range(_))), "{read:?}");
+        assert!(read_on_writer(&conn, "SELECT 1", &Params::None, ReadFormat::Json).is_ok());
     }
 }

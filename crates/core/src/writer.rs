@@ -232,7 +232,7 @@ impl Writer {
                 out
             }
             WriteKind::Read { sql, params, format } => {
-                query::read_uncached(&self.conn, &sql, &params, format).map(Output::Read)
+                query::read_on_writer(&self.conn, &sql, &params, format).map(Output::Read)
             }
             WriteKind::Batch { sql, sets } => {
                 query::execute_batch(&self.conn, &sql, &sets).map(|changes| Output::Batch { changes })
