@@ -21,6 +21,32 @@ interface Pending {
   reject: (reason: unknown) => void;
   kind: Kind;
   rowMode: RowMode;
+  /** Removes the abort listeners and the timer of a cancellable request. */
+  unwatch: (() => void) | undefined;
+  /** Set when a running write was aborted: its outcome decides (see `abort`). */
+  abortReason: { reason: unknown } | undefined;
+}
+
+/** What can cancel a request: abort signals (the call's own, its transactions') and a timeout. */
+export interface Stop {
+  signals: readonly AbortSignal[];
+  /** Milliseconds; 0 for none. */
+  timeoutMs: number;
+}
+
+/** What the addon's `cancel(id)` reports; mirrors `CancelOutcome` in crates/core/src/cancel.rs. */
+const enum CancelOutcome {
+  /** Finished (or unknown): its completion is on its way. */
+  Finished = 0,
+  /** Was queued: it never runs and no completion follows. */
+  Dropped = 1,
+  /** Is running: it is being interrupted; its completion follows. */
+  Interrupting = 2,
+}
+
+/** The reason a request that ran out of time rejects with, as `AbortSignal.timeout()` gives. */
+function timeoutError(): DOMException {
+  return new DOMException('The operation was aborted due to timeout', 'TimeoutError');
 }
 
 /** Receives live-query emissions (rows buffer) and errors for a subscription id. */
@@ -65,18 +91,83 @@ export class Requests {
     return id;
   }
 
-  /** Registers a request; `send` hands it to the addon and may throw synchronously. */
-  start<T>(kind: Kind, rowMode: RowMode, send: (id: number) => void, id = this.id()): Promise<T> {
+  /**
+   * Registers a request; `send` hands it to the addon (`cancellable` when `stop` is given)
+   * and may throw synchronously. With `stop`, an abort or the timeout rejects the request
+   * with the reason and cancels it natively.
+   */
+  start<T>(
+    kind: Kind,
+    rowMode: RowMode,
+    send: (id: number, cancellable: boolean) => void,
+    id = this.id(),
+    stop?: Stop,
+  ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      if (stop !== undefined) {
+        // Aborted before it was sent: it is never sent (as Node's own APIs do).
+        for (const s of stop.signals) {
+          if (s.aborted) {
+            reject(s.reason);
+            return;
+          }
+        }
+      }
       try {
-        send(id);
+        send(id, stop !== undefined);
       } catch (err) {
         reject(err);
         return;
       }
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, kind, rowMode });
+      const p: Pending = {
+        resolve: resolve as (v: unknown) => void,
+        reject,
+        kind,
+        rowMode,
+        unwatch: undefined,
+        abortReason: undefined,
+      };
+      this.pending.set(id, p);
       if (this.inflight++ === 0 && !this.busy) this.setBusy(true);
+      if (stop !== undefined) this.watch(id, p, stop);
     });
+  }
+
+  /** Arms the signals and the timer of a cancellable request. */
+  private watch(id: number, p: Pending, stop: Stop): void {
+    const { signals, timeoutMs } = stop;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const listeners = signals.map((s) => {
+      const l = (): void => this.abort(id, p, s.reason);
+      s.addEventListener('abort', l, { once: true });
+      return l;
+    });
+    if (timeoutMs > 0) timer = setTimeout(() => this.abort(id, p, timeoutError()), timeoutMs);
+    p.unwatch = () => {
+      if (timer !== undefined) clearTimeout(timer);
+      for (let i = 0; i < signals.length; i++) signals[i]!.removeEventListener('abort', listeners[i]!);
+    };
+  }
+
+  /**
+   * A request was aborted (signal or timeout). A queued one never runs; it rejects now. A
+   * running read rejects now (its result no longer matters) and is interrupted natively. A
+   * running write is interrupted and its outcome decides: if it finished first, its changes
+   * stand and it resolves; otherwise nothing of it remains and it rejects with `reason`.
+   */
+  private abort(id: number, p: Pending, reason: unknown): void {
+    if (this.pending.get(id) !== p || p.abortReason !== undefined) return;
+    p.unwatch?.();
+    const native = this.native?.deref();
+    const outcome: CancelOutcome = native === undefined ? CancelOutcome.Finished : native.cancel(id);
+    const write = p.kind === Kind.Execute || p.kind === Kind.Batch;
+    if (write && outcome !== CancelOutcome.Dropped) {
+      p.abortReason = { reason };
+      return;
+    }
+    this.pending.delete(id);
+    if (--this.inflight === 0) queueMicrotask(this.settleIdle);
+    p.reject(reason);
   }
 
   /** Ends every live query (the database is closing). */
@@ -127,8 +218,10 @@ export class Requests {
       }
       this.pending.delete(id);
       if (--this.inflight === 0) queueMicrotask(this.settleIdle);
+      if (p.unwatch !== undefined) p.unwatch();
       if (!ok) {
-        p.reject(errorFromNative(payload as NativeErrorDetail));
+        // An aborted write that failed (interrupted, or failed anyway) left nothing behind.
+        p.reject(p.abortReason !== undefined ? p.abortReason.reason : errorFromNative(payload as NativeErrorDetail));
         continue;
       }
       try {

@@ -7,7 +7,7 @@ import { transactionEndedError } from './errors';
 import { checkKeys } from './options';
 import type { ExecuteResult } from './requests';
 import type { Row } from './rows';
-import type { QueryOptions } from './options';
+import type { CallOptions, QueryOptions } from './options';
 
 export type TransactionMode = 'immediate' | 'deferred' | 'exclusive';
 
@@ -22,17 +22,25 @@ export interface TransactionOptions {
 export interface Executor {
   select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
   selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
-  selectBytes(sql: string, params?: unknown): Promise<Buffer>;
-  execute<T = Row>(sql: string, params?: unknown): Promise<ExecuteResult & { rows: T[] }>;
-  executeBatch(sql: string, paramSets: unknown[]): Promise<{ changes: number }>;
+  selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer>;
+  execute<T = Row>(sql: string, params?: unknown, options?: CallOptions): Promise<ExecuteResult & { rows: T[] }>;
+  executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }>;
   transaction<R>(body: (tx: Transaction) => Promise<R> | R, options?: TransactionOptions): Promise<R>;
 }
 
 /** The operations a transaction needs from its database (implemented by Database). */
 export interface TransactionHost {
-  writerRead(tx: number, sql: string, params: unknown, options: unknown, format: 0 | 1 | 2): Promise<unknown>;
-  writerExecute(tx: number, sql: string, params: unknown): Promise<ExecuteResult>;
-  writerBatch(tx: number, sql: string, paramSets: unknown): Promise<{ changes: number }>;
+  /** `txSignals`: aborting any of them cancels the request (the transaction's signals). */
+  writerRead(
+    tx: number,
+    sql: string,
+    params: unknown,
+    options: unknown,
+    format: 0 | 1 | 2,
+    txSignals: readonly AbortSignal[],
+  ): Promise<unknown>;
+  writerExecute(tx: number, sql: string, params: unknown, options: unknown, txSignals: readonly AbortSignal[]): Promise<ExecuteResult>;
+  writerBatch(tx: number, sql: string, paramSets: unknown, options: unknown, txSignals: readonly AbortSignal[]): Promise<{ changes: number }>;
 }
 
 /** The innermost transaction of every database whose body encloses the current code. */
@@ -60,6 +68,8 @@ export function runInContext<R>(host: TransactionHost, tx: Transaction, body: ()
   next.set(host, tx);
   return store.run(next, body);
 }
+
+const NO_SIGNALS: readonly AbortSignal[] = [];
 
 export const TRANSACTION_OPTIONS = ['mode', 'signal'] as const;
 const MODE_NAMES = ['immediate', 'deferred', 'exclusive'];
@@ -118,6 +128,9 @@ export class Transaction implements Executor {
     readonly id: number,
     /** 0 for the outermost level, 1 for a first savepoint, ... */
     readonly depth: number,
+    /** The signals of this transaction and those enclosing it: aborting one interrupts the
+     * statement running for it, so the rollback does not wait behind that statement. */
+    readonly signals: readonly AbortSignal[] = [],
   ) {}
 
   /** False once the body has ended (committed, rolled back or aborted). */
@@ -139,7 +152,7 @@ export class Transaction implements Executor {
     } catch (e) {
       return Promise.reject(e);
     }
-    return this.host.writerRead(this.id, sql, params, options, 0) as Promise<T[]>;
+    return this.host.writerRead(this.id, sql, params, options, 0, this.signals) as Promise<T[]>;
   }
 
   selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
@@ -148,34 +161,34 @@ export class Transaction implements Executor {
     } catch (e) {
       return Promise.reject(e);
     }
-    return this.host.writerRead(this.id, sql, params, options, 1) as Promise<T | undefined>;
+    return this.host.writerRead(this.id, sql, params, options, 1, this.signals) as Promise<T | undefined>;
   }
 
-  selectBytes(sql: string, params?: unknown): Promise<Buffer> {
+  selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer> {
     try {
       this.#check();
     } catch (e) {
       return Promise.reject(e);
     }
-    return this.host.writerRead(this.id, sql, params, undefined, 2) as Promise<Buffer>;
+    return this.host.writerRead(this.id, sql, params, options, 2, this.signals) as Promise<Buffer>;
   }
 
-  execute<T = Row>(sql: string, params?: unknown): Promise<ExecuteResult & { rows: T[] }> {
+  execute<T = Row>(sql: string, params?: unknown, options?: CallOptions): Promise<ExecuteResult & { rows: T[] }> {
     try {
       this.#check();
     } catch (e) {
       return Promise.reject(e);
     }
-    return this.host.writerExecute(this.id, sql, params) as Promise<ExecuteResult & { rows: T[] }>;
+    return this.host.writerExecute(this.id, sql, params, options, this.signals) as Promise<ExecuteResult & { rows: T[] }>;
   }
 
-  executeBatch(sql: string, paramSets: unknown[]): Promise<{ changes: number }> {
+  executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }> {
     try {
       this.#check();
     } catch (e) {
       return Promise.reject(e);
     }
-    return this.host.writerBatch(this.id, sql, paramSets);
+    return this.host.writerBatch(this.id, sql, paramSets, options, this.signals);
   }
 
   /** A nested transaction: a savepoint inside this one. */
@@ -186,18 +199,18 @@ export class Transaction implements Executor {
     const { signal } = transactionOptions(options);
     signal?.throwIfAborted();
     const name = `quietsqlite_sp_${this.depth + 1}_${++this.#savepoints}`;
-    await this.host.writerExecute(this.id, `SAVEPOINT ${name}`, undefined);
-    const inner = new Transaction(this.host, this.id, this.depth + 1);
+    await this.host.writerExecute(this.id, `SAVEPOINT ${name}`, undefined, undefined, this.signals);
+    const inner = new Transaction(this.host, this.id, this.depth + 1, signal === undefined ? this.signals : [...this.signals, signal]);
     try {
       const result = await raceBody(() => runInContext(this.host, inner, () => body(inner)), signal);
       inner.end();
-      await this.host.writerExecute(this.id, `RELEASE ${name}`, undefined);
+      await this.host.writerExecute(this.id, `RELEASE ${name}`, undefined, undefined, this.signals);
       return result;
     } catch (err) {
       inner.end();
       if (this.#active) {
-        await this.host.writerExecute(this.id, `ROLLBACK TO ${name}`, undefined).catch(() => {});
-        await this.host.writerExecute(this.id, `RELEASE ${name}`, undefined).catch(() => {});
+        await this.host.writerExecute(this.id, `ROLLBACK TO ${name}`, undefined, undefined, NO_SIGNALS).catch(() => {});
+        await this.host.writerExecute(this.id, `RELEASE ${name}`, undefined, undefined, NO_SIGNALS).catch(() => {});
       }
       throw err;
     }

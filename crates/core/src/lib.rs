@@ -7,6 +7,7 @@
 //! they read.
 
 pub mod bind;
+pub mod cancel;
 pub mod completion;
 pub mod connection;
 pub mod database;
@@ -21,6 +22,7 @@ pub mod reader;
 pub mod value;
 pub mod writer;
 
+pub use cancel::CancelOutcome;
 pub use completion::{Completion, CompletionSink, Output, RequestId};
 pub use connection::OpenOptions;
 pub use database::Database;
