@@ -370,31 +370,40 @@ export class Database implements Executor, TransactionHost {
    * unless `force`), ends every live query, then closes every connection. Idempotent.
    */
   close(options?: CloseOptions): Promise<void> {
-    if (this.#closing) return this.#closing;
     try {
       if (options !== undefined) checkKeys('close', options, ['force']);
     } catch (err) {
       return rejected(err);
     }
+    if (this.#closing) {
+      // A forced close may follow a plain one that waits behind a statement that never ends.
+      if (options?.force === true) void this.#forceClose();
+      return this.#closing;
+    }
     const force = options?.force === true;
-    this.#forceClosing = force;
     this.#closing = (async () => {
       this.#requests.endSubscriptions();
-      const running = this.#running;
-      // Sent first: with force, it interrupts running statements at once (the running
-      // transaction's rollback then finds the writer free) and queued requests never run.
-      const closed = this.#requests.start<void>(Kind.Done, 'object', (id) => this.#native.close(id, force));
-      if (force && running !== undefined) {
-        // The transaction rejects with this error and rolls itself back.
-        running.cancel(closedError('the database was closed with force: the transaction was rolled back'));
-        await running.settled;
-      }
+      const closed = this.#requests.start<void>(Kind.Done, 'object', (id) => this.#native.close(id));
+      if (force) await this.#forceClose();
       await closed;
       const temporary = this.#native.temporaryPath();
       if (temporary != null) temporaryFiles.delete(temporary);
       this.#native.dispose();
     })();
     return this.#closing;
+  }
+
+  /** Interrupts running statements, fails queued requests, and rolls back the running
+   * transaction (which rejects and rolls itself back); resolves once it has settled. */
+  async #forceClose(): Promise<void> {
+    if (this.#forceClosing) return;
+    this.#forceClosing = true;
+    this.#native.stopAll();
+    const running = this.#running;
+    if (running !== undefined) {
+      running.cancel(closedError('the database was closed with force: the transaction was rolled back'));
+      await running.settled;
+    }
   }
 
   /** @internal test hook: `{ groups, reruns }` of the native live-query registry. */

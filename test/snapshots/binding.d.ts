@@ -28,11 +28,13 @@ export declare class NativeDatabase {
    * 2: it is running and is being interrupted (its completion follows).
    */
   cancel(id: number): number
+  /** Stops accepting requests; `id` completes when every connection is closed. */
+  close(id: number): void
   /**
-   * Stops accepting requests; `id` completes when every connection is closed. `force`:
-   * running statements are interrupted and queued requests fail without running.
+   * For `close({ force: true })`: interrupts running statements; queued requests fail as
+   * closed without running.
    */
-  close(id: number, force?: boolean | undefined | null): void
+  stopAll(): void
   /** Stops delivering completions (after the close completion arrived). */
   dispose(): void
   /** Keeps the process alive while work is in flight, and lets it exit when idle. */

@@ -202,14 +202,17 @@ impl Database {
         self.readers.send(ReaderMsg::Panic(id)).map_err(|_| closed_by_failure())
     }
 
+    /// For a forced close (before or after `close`): running statements are interrupted and
+    /// queued requests fail as closed without running, so the close finishes even behind a
+    /// statement that would never end. A transaction holding the writer is rolled back when
+    /// its front end ends it.
+    pub fn stop_all(&self) {
+        self.cancellation.stop_all();
+    }
+
     /// Stops accepting requests; what is queued still runs (and a transaction holding the
     /// writer is waited for). `id` completes once every thread has closed its connection.
-    /// With `force`, running statements are interrupted and queued requests fail as closed
-    /// without running, so the close finishes even behind a statement that never ends.
-    pub fn close(&self, id: RequestId, force: bool) {
-        if force {
-            self.cancellation.stop_all();
-        }
+    pub fn close(&self, id: RequestId) {
         self.closed.store(true, Ordering::Release);
         self.live.stop();
         let sink = self.sink.clone();

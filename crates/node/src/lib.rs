@@ -224,11 +224,17 @@ impl NativeDatabase {
         self.db.cancel(id) as u32
     }
 
-    /// Stops accepting requests; `id` completes when every connection is closed. `force`:
-    /// running statements are interrupted and queued requests fail without running.
+    /// Stops accepting requests; `id` completes when every connection is closed.
     #[napi]
-    pub fn close(&self, id: u32, force: Option<bool>) {
-        self.db.close(id, force.unwrap_or(false));
+    pub fn close(&self, id: u32) {
+        self.db.close(id);
+    }
+
+    /// For `close({ force: true })`: interrupts running statements; queued requests fail as
+    /// closed without running.
+    #[napi]
+    pub fn stop_all(&self) {
+        self.db.stop_all();
     }
 
     /// Stops delivering completions (after the close completion arrived).
