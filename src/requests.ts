@@ -44,6 +44,37 @@ const enum CancelOutcome {
   Interrupting = 2,
 }
 
+interface SignalWatch {
+  readonly callbacks: Set<() => void>;
+  readonly listener: () => void;
+}
+
+/** One abort listener per signal however many requests it guards: one each would trip Node's
+ * MaxListenersExceededWarning as soon as a signal is shared by more than 10 calls in flight. */
+const signalWatches = new WeakMap<AbortSignal, SignalWatch>();
+
+/** Calls `callback` when `signal` aborts; returns the function that stops that. */
+function onAbort(signal: AbortSignal, callback: () => void): () => void {
+  let w = signalWatches.get(signal);
+  if (w === undefined) {
+    const callbacks = new Set<() => void>();
+    const listener = (): void => {
+      signalWatches.delete(signal);
+      for (const c of callbacks) c();
+    };
+    w = { callbacks, listener };
+    signalWatches.set(signal, w);
+    signal.addEventListener('abort', listener, { once: true });
+  }
+  const watch = w;
+  watch.callbacks.add(callback);
+  return () => {
+    if (!watch.callbacks.delete(callback) || watch.callbacks.size > 0) return;
+    if (signalWatches.get(signal) === watch) signalWatches.delete(signal);
+    signal.removeEventListener('abort', watch.listener);
+  };
+}
+
 /** The reason a request that ran out of time rejects with, as `AbortSignal.timeout()` gives. */
 function timeoutError(): DOMException {
   return new DOMException('The operation was aborted due to timeout', 'TimeoutError');
@@ -137,15 +168,11 @@ export class Requests {
   private watch(id: number, p: Pending, stop: Stop): void {
     const { signals, timeoutMs } = stop;
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const listeners = signals.map((s) => {
-      const l = (): void => this.abort(id, p, s.reason);
-      s.addEventListener('abort', l, { once: true });
-      return l;
-    });
+    const stops = signals.map((s) => onAbort(s, () => this.abort(id, p, s.reason)));
     if (timeoutMs > 0) timer = setTimeout(() => this.abort(id, p, timeoutError()), timeoutMs);
     p.unwatch = () => {
       if (timer !== undefined) clearTimeout(timer);
-      for (let i = 0; i < signals.length; i++) signals[i]!.removeEventListener('abort', listeners[i]!);
+      for (const stopWatching of stops) stopWatching();
     };
   }
 

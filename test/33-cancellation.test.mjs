@@ -110,6 +110,32 @@ test('valid options work on every method, for the database and a transaction', a
   await db.close();
 });
 
+test('one signal shared by many calls in flight: one listener, no MaxListenersExceededWarning, all aborted together', async () => {
+  const db = await fresh({ readers: 1 });
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w);
+  process.on('warning', onWarning);
+  try {
+    const ac = new AbortController();
+    const blocker = db.select(RUNAWAY, [], { signal: ac.signal });
+    const many = Array.from({ length: 100 }, (_, i) => db.selectOne('SELECT ? AS i', [i], { signal: ac.signal }));
+    assert.ok(getEventListeners(ac.signal, 'abort').length <= 1, 'one listener for all calls');
+    const reason = new Error('all of them');
+    ac.abort(reason);
+    for (const s of await Promise.allSettled([blocker, ...many])) assert.equal(s.reason, reason);
+    await sleep(10);
+    assert.deepEqual(warnings.filter((w) => w.name === 'MaxListenersExceededWarning'), []);
+    // Sequential calls leave nothing behind either.
+    const shared = new AbortController().signal;
+    for (let i = 0; i < 20; i++) await db.selectOne('SELECT 1', [], { signal: shared });
+    await Promise.all(Array.from({ length: 30 }, () => db.select('SELECT 1', [], { signal: shared })));
+    assert.equal(getEventListeners(shared, 'abort').length, 0);
+  } finally {
+    process.off('warning', onWarning);
+  }
+  await db.close();
+});
+
 // ---- aborted before sending ----
 
 test('a signal aborted before the call: every method rejects with signal.reason and nothing runs', async () => {
