@@ -148,3 +148,49 @@ fn stop_all_lets_close_finish_behind_runaway_statements() {
     ids.sort();
     assert_eq!(ids, vec![2, 3, 4, 5, 6]);
 }
+
+/// Experiment 010 (docs/experiments/010-cancellation-cost.md), a measurement, not an
+/// assertion: point queries on one connection without and with the progress handler that
+/// cancellation installs. Run with
+/// `cargo test --release -p quietsqlite-core --test cancel -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn progress_handler_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT, price REAL)").unwrap();
+        c.execute_batch("BEGIN").unwrap();
+        for i in 1..=10_000 {
+            c.execute("INSERT INTO items VALUES (?, ?, ?)", rusqlite::params![i, format!("item {i}"), i as f64 / 3.0]).unwrap();
+        }
+        c.execute_batch("COMMIT").unwrap();
+    }
+    let run = |conn: &rusqlite::Connection| {
+        let n = 1_000_000u64;
+        let t = std::time::Instant::now();
+        let mut x = 1u64;
+        for _ in 0..n {
+            x = (x * 48271) % 2147483647;
+            let id = (x % 10_000 + 1) as i64;
+            let mut s = conn.prepare_cached("SELECT * FROM items WHERE id = ?").unwrap();
+            let name: String = s.query_row([id], |r| r.get(1)).unwrap();
+            std::hint::black_box(name);
+        }
+        t.elapsed().as_nanos() as f64 / n as f64
+    };
+    for round in 1..=5 {
+        let plain = rusqlite::Connection::open(&path).unwrap();
+        let a = run(&plain);
+        let mut watched = rusqlite::Connection::open(&path).unwrap();
+        // The same work as the real handler when nothing is cancelled: two atomic loads.
+        let (stopping, armed) = (std::sync::atomic::AtomicBool::new(false), std::sync::atomic::AtomicBool::new(false));
+        let acquire = std::sync::atomic::Ordering::Acquire;
+        watched
+            .progress_handler(quietsqlite_core::cancel::PROGRESS_OPS, Some(move || stopping.load(acquire) || armed.load(acquire)))
+            .unwrap();
+        let b = run(&watched);
+        println!("round {round}: without handler {a:.0} ns/query, with handler {b:.0} ns/query ({:+.1}%)", (b / a - 1.0) * 100.0);
+    }
+}
