@@ -167,10 +167,15 @@ fn progress_handler_cost() {
         }
         c.execute_batch("COMMIT").unwrap();
     }
-    let run = |conn: &rusqlite::Connection| {
-        let n = 1_000_000u64;
-        let t = std::time::Instant::now();
-        let mut x = 1u64;
+    // CPU time of this thread (ns), so that time spent descheduled on a loaded machine does
+    // not count.
+    fn cpu_ns() -> u64 {
+        let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+        s.split_whitespace().next().unwrap().parse().unwrap()
+    }
+    let mut x = 1u64;
+    let mut run = |conn: &rusqlite::Connection, n: u64| {
+        let t = cpu_ns();
         for _ in 0..n {
             x = (x * 48271) % 2147483647;
             let id = (x % 10_000 + 1) as i64;
@@ -178,19 +183,28 @@ fn progress_handler_cost() {
             let name: String = s.query_row([id], |r| r.get(1)).unwrap();
             std::hint::black_box(name);
         }
-        t.elapsed().as_nanos() as f64 / n as f64
+        cpu_ns() - t
     };
+    let plain = rusqlite::Connection::open(&path).unwrap();
+    let mut watched = rusqlite::Connection::open(&path).unwrap();
+    // The same work as the real handler when nothing is cancelled: two atomic loads.
+    let (stopping, armed) = (std::sync::atomic::AtomicBool::new(false), std::sync::atomic::AtomicBool::new(false));
+    let acquire = std::sync::atomic::Ordering::Acquire;
+    watched
+        .progress_handler(quietsqlite_core::cancel::PROGRESS_OPS, Some(move || stopping.load(acquire) || armed.load(acquire)))
+        .unwrap();
+    run(&plain, 50_000);
+    run(&watched, 50_000);
+    // Interleaved in chunks, so drifts of the machine's load hit both alike.
+    let chunk = 50_000;
     for round in 1..=5 {
-        let plain = rusqlite::Connection::open(&path).unwrap();
-        let a = run(&plain);
-        let mut watched = rusqlite::Connection::open(&path).unwrap();
-        // The same work as the real handler when nothing is cancelled: two atomic loads.
-        let (stopping, armed) = (std::sync::atomic::AtomicBool::new(false), std::sync::atomic::AtomicBool::new(false));
-        let acquire = std::sync::atomic::Ordering::Acquire;
-        watched
-            .progress_handler(quietsqlite_core::cancel::PROGRESS_OPS, Some(move || stopping.load(acquire) || armed.load(acquire)))
-            .unwrap();
-        let b = run(&watched);
+        let (mut a, mut b) = (0u64, 0u64);
+        for _ in 0..10 {
+            a += run(&plain, chunk);
+            b += run(&watched, chunk);
+        }
+        let n = (10 * chunk) as f64;
+        let (a, b) = (a as f64 / n, b as f64 / n);
         println!("round {round}: without handler {a:.0} ns/query, with handler {b:.0} ns/query ({:+.1}%)", (b / a - 1.0) * 100.0);
     }
 }
