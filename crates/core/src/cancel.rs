@@ -41,6 +41,10 @@ impl Ticket {
         self.state.load(Ordering::Acquire) == INTERRUPTING
     }
 
+    fn is_over(&self) -> bool {
+        matches!(self.state.load(Ordering::Acquire), DONE | DROPPED)
+    }
+
     fn finish(&self) {
         self.state.store(DONE, Ordering::Release);
     }
@@ -76,14 +80,28 @@ pub enum CancelOutcome {
 }
 
 /// The tickets of one database's cancellable requests, and its forced-stop flag.
+///
+/// Only the submitting side (the JS thread) touches the map; the threads that run requests
+/// change tickets' atomic states and never take its lock, so a submit never waits for a
+/// thread that holds the lock and was descheduled. Tickets of finished requests are purged
+/// lazily, when the map has doubled since the last purge (amortised O(1) per request).
 #[derive(Debug, Default)]
 pub struct Cancellation {
-    tickets: Mutex<HashMap<RequestId, Arc<Ticket>>>,
+    tickets: Mutex<Book>,
     stopping: AtomicBool,
 }
 
+#[derive(Debug, Default)]
+struct Book {
+    map: HashMap<RequestId, Arc<Ticket>>,
+    purge_at: usize,
+}
+
+/// The smallest map size at which finished tickets are purged.
+const MIN_PURGE: usize = 64;
+
 impl Cancellation {
-    fn tickets(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Arc<Ticket>>> {
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
         // The map stays consistent even if a holder panicked: every operation is one call.
         self.tickets.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -91,27 +109,38 @@ impl Cancellation {
     /// A ticket for request `id`, findable by `cancel(id)` until the request ends.
     pub fn register(&self, id: RequestId) -> Arc<Ticket> {
         let t = Arc::new(Ticket::default());
-        self.tickets().insert(id, t.clone());
+        let mut book = self.book();
+        if book.map.len() >= book.purge_at.max(MIN_PURGE) {
+            book.map.retain(|_, t| !t.is_over());
+            book.purge_at = book.map.len() * 2;
+        }
+        book.map.insert(id, t.clone());
         t
     }
 
     /// Forgets a ticket whose request could not be queued.
     pub fn unregister(&self, id: RequestId, ticket: &Arc<Ticket>) {
-        let mut map = self.tickets();
-        if map.get(&id).is_some_and(|t| Arc::ptr_eq(t, ticket)) {
-            map.remove(&id);
+        let mut book = self.book();
+        if book.map.get(&id).is_some_and(|t| Arc::ptr_eq(t, ticket)) {
+            book.map.remove(&id);
         }
     }
 
     /// Cancels request `id`: drops it from its queue or interrupts it where it runs.
     pub fn cancel(&self, id: RequestId) -> CancelOutcome {
-        let mut map = self.tickets();
-        let Some(ticket) = map.get(&id) else { return CancelOutcome::Finished };
+        let mut book = self.book();
+        let Some(ticket) = book.map.get(&id) else { return CancelOutcome::Finished };
         let outcome = ticket.cancel();
-        if outcome == CancelOutcome::Dropped {
-            map.remove(&id);
+        if outcome != CancelOutcome::Interrupting {
+            // Dropped or finished: nobody needs it any more.
+            book.map.remove(&id);
         }
         outcome
+    }
+
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.book().map.len()
     }
 
     /// Forced close: every running statement is interrupted and nothing queued runs.
@@ -177,7 +206,6 @@ impl Watch {
         if self.is_stopping() {
             if let Some(t) = ticket {
                 t.finish();
-                self.cancellation.unregister(id, &t);
             }
             return Start::Stopped;
         }
@@ -207,9 +235,8 @@ impl Drop for Running<'_> {
             return;
         }
         let taken = self.watch.current.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some((id, t)) = taken {
+        if let Some((_, t)) = taken {
             t.finish();
-            self.watch.cancellation.unregister(id, &t);
         }
     }
 }
@@ -234,7 +261,7 @@ mod tests {
         assert_eq!(c.cancel(7), CancelOutcome::Dropped);
         assert!(matches!(w.start(7, Some(t)), Start::Skip));
         assert_eq!(c.cancel(7), CancelOutcome::Finished, "the ticket is gone");
-        assert!(c.tickets().is_empty());
+        assert_eq!(c.held(), 0);
     }
 
     #[test]
@@ -262,7 +289,8 @@ mod tests {
             .unwrap();
         assert_eq!(n, 100000);
         drop(next);
-        assert!(c.tickets().is_empty());
+        assert_eq!(c.cancel(2), CancelOutcome::Finished);
+        assert_eq!(c.held(), 0);
     }
 
     #[test]
@@ -279,6 +307,28 @@ mod tests {
             .query_row("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 50000) SELECT count(*) FROM c", [], |r| r.get(0))
             .unwrap();
         assert_eq!(n, 50000);
+    }
+
+    #[test]
+    fn finished_tickets_are_purged_as_the_map_grows() {
+        let (_conn, c, w) = connection();
+        for id in 0..10_000 {
+            let t = c.register(id);
+            let Start::Run(r) = w.start(id, Some(t)) else { panic!() };
+            drop(r);
+        }
+        assert!(c.held() <= 2 * MIN_PURGE, "finished tickets pile up: {}", c.held());
+        // Tickets of requests still queued are never purged.
+        let queued: Vec<_> = (20_000..20_500).map(|id| c.register(id)).collect();
+        for id in 30_000..40_000 {
+            let t = c.register(id);
+            let Start::Run(r) = w.start(id, Some(t)) else { panic!() };
+            drop(r);
+        }
+        assert!(c.held() >= queued.len());
+        for id in 20_000..20_500 {
+            assert_eq!(c.cancel(id), CancelOutcome::Dropped);
+        }
     }
 
     #[test]
@@ -300,6 +350,6 @@ mod tests {
         let t = c.register(2);
         assert!(matches!(w.start(2, Some(t)), Start::Stopped));
         assert!(matches!(w.start(3, None), Start::Stopped));
-        assert!(c.tickets().is_empty());
+        assert_eq!(c.cancel(2), CancelOutcome::Finished);
     }
 }
