@@ -33,6 +33,7 @@ async function lanes(ms, width) {
   let n = 0;
   const end = performance.now() + ms;
   const elu0 = performance.eventLoopUtilization();
+  const cpu0 = process.cpuUsage();
   async function lane() {
     while (performance.now() < end) {
       const row = await db.selectOne(sql, [nextId()], options);
@@ -42,12 +43,14 @@ async function lanes(ms, width) {
   }
   await Promise.all(Array.from({ length: width }, lane));
   const elu = performance.eventLoopUtilization(elu0);
-  return { qps: n / (ms / 1000), jsUsPerQuery: (elu.active * 1000) / n };
+  const cpu = process.cpuUsage(cpu0);
+  // jsUs: the JS thread's busy time; cpuUs: CPU time of every thread of the process.
+  return { qps: n / (ms / 1000), jsUsPerQuery: (elu.active * 1000) / n, cpuUsPerQuery: (cpu.user + cpu.system) / n };
 }
 
 await lanes(300, 1);
 await lanes(300, 64);
 const seq = await lanes(seconds * 1000, 1);
 const par = await lanes(seconds * 1000, 64);
-console.log(JSON.stringify({ mode, dist, seqQps: Math.round(seq.qps), seqJsUs: +seq.jsUsPerQuery.toFixed(2), parQps: Math.round(par.qps), parJsUs: +par.jsUsPerQuery.toFixed(2) }));
+console.log(JSON.stringify({ mode, dist, seqQps: Math.round(seq.qps), seqJsUs: +seq.jsUsPerQuery.toFixed(2), parQps: Math.round(par.qps), parJsUs: +par.jsUsPerQuery.toFixed(2), seqCpuUs: +seq.cpuUsPerQuery.toFixed(2), parCpuUs: +par.cpuUsPerQuery.toFixed(2) }));
 await db.close();
