@@ -7,13 +7,15 @@ import {
   checkKeys,
   checkParams,
   checkSql,
+  resolveCallOptions,
   resolveOpenOptions,
-  resolveQueryOptions,
+  type CallOptions,
+  type CallSettings,
   type OpenOptions,
   type QueryOptions,
 } from './options';
 import { packParamSets } from './params';
-import { Kind, Requests, type ExecuteResult } from './requests';
+import { Kind, Requests, type ExecuteResult, type Stop } from './requests';
 import type { IntMode, Row } from './rows';
 import {
   currentTransaction,
@@ -45,8 +47,21 @@ function removeAtExit(file: string): void {
 }
 
 export interface CloseOptions {
-  /** Roll back a running transaction instead of waiting for its body to finish. */
+  /** Roll back a running transaction instead of waiting for its body to finish, interrupt
+   * running statements, and reject queued requests instead of running them. */
   force?: boolean;
+}
+
+const NO_SIGNALS: readonly AbortSignal[] = Object.freeze([]);
+
+/** What can cancel a call: its own signal and timeout, and the signals of the transactions
+ * it runs in; undefined when nothing can (the common case costs nothing more). */
+function stopOf(o: CallSettings, txSignals: readonly AbortSignal[]): Stop | undefined {
+  if (o.signal === undefined) {
+    if (o.timeoutMs === 0 && txSignals.length === 0) return undefined;
+    return { signals: txSignals, timeoutMs: o.timeoutMs };
+  }
+  return { signals: txSignals.length === 0 ? [o.signal] : [...txSignals, o.signal], timeoutMs: o.timeoutMs };
 }
 
 const MODES: Record<TransactionMode, number> = { deferred: 0, immediate: 1, exclusive: 2 };
@@ -60,6 +75,8 @@ export class Database implements Executor, TransactionHost {
   readonly #native: NativeDatabase;
   readonly #requests: Requests;
   readonly #path: string;
+  /** The default `timeoutMs` of every query (0: none). */
+  readonly #timeoutMs: number;
   #closing: Promise<void> | undefined;
   #forceClosing = false;
   #nextTx = 1;
@@ -68,8 +85,9 @@ export class Database implements Executor, TransactionHost {
   /** The transaction holding the writer, with the means to cancel it (forced close). */
   #running: { tx: Transaction; cancel: (reason: unknown) => void; settled: Promise<void> } | undefined;
 
-  private constructor(path: string, native: NativeDatabase, requests: Requests) {
+  private constructor(path: string, native: NativeDatabase, requests: Requests, timeoutMs: number) {
     this.#path = path;
+    this.#timeoutMs = timeoutMs;
     this.#native = native;
     this.#requests = requests;
     requests.attach(native, this);
@@ -108,7 +126,7 @@ export class Database implements Executor, TransactionHost {
     });
     const temporary = native!.temporaryPath();
     if (temporary != null) removeAtExit(temporary);
-    return new Database(path, native!, requests);
+    return new Database(path, native!, requests, o.timeoutMs);
   }
 
   /** The path the database was opened with. */
@@ -132,20 +150,27 @@ export class Database implements Executor, TransactionHost {
     if (tx !== undefined) {
       if (format === 0) return tx.select(sql, params, options as QueryOptions);
       if (format === 1) return tx.selectOne(sql, params, options as QueryOptions);
-      return tx.selectBytes(sql, params);
+      return tx.selectBytes(sql, params, options as CallOptions);
     }
     try {
       if (this.#closing) throw closedError();
       checkSql(sql);
       checkParams(params);
-      const rowMode = format === 2 ? 'object' : resolveQueryOptions(options);
-      return this.#requests.start(FORMATS[format], rowMode, (id) => {
-        try {
-          this.#native.read(id, sql, params, format);
-        } catch (err) {
-          throw fromNativeThrow(err);
-        }
-      });
+      const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
+      const stop = stopOf(o, NO_SIGNALS);
+      return this.#requests.start(
+        FORMATS[format],
+        o.rowMode,
+        (id, cancellable) => {
+          try {
+            this.#native.read(id, sql, params, format, cancellable);
+          } catch (err) {
+            throw fromNativeThrow(err);
+          }
+        },
+        undefined,
+        stop,
+      );
     } catch (err) {
       return rejected(err);
     }
@@ -162,58 +187,77 @@ export class Database implements Executor, TransactionHost {
   }
 
   /** Resolves with the result as UTF-8 JSON (an array of objects), built natively. */
-  selectBytes(sql: string, params?: unknown): Promise<Buffer> {
-    return this.#read(sql, params, undefined, 2) as Promise<Buffer>;
+  selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer> {
+    return this.#read(sql, params, options, 2) as Promise<Buffer>;
   }
 
   // ---- writes ----
 
   /** Runs one statement (or, without parameters, several) on the writer thread. */
-  execute<T = Row>(sql: string, params?: unknown): Promise<ExecuteResult & { rows: T[] }> {
+  execute<T = Row>(sql: string, params?: unknown, options?: CallOptions): Promise<ExecuteResult & { rows: T[] }> {
     const tx = currentTransaction(this);
-    if (tx !== undefined) return tx.execute<T>(sql, params);
+    if (tx !== undefined) return tx.execute<T>(sql, params, options);
     if (this.#closing) return rejected(closedError());
-    return this.writerExecute(0, sql, params) as Promise<ExecuteResult & { rows: T[] }>;
+    return this.writerExecute(0, sql, params, options, NO_SIGNALS) as Promise<ExecuteResult & { rows: T[] }>;
   }
 
   /** Prepares `sql` once and runs it for every parameter set, in one transaction. */
-  executeBatch(sql: string, paramSets: unknown[]): Promise<{ changes: number }> {
+  executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }> {
     const tx = currentTransaction(this);
-    if (tx !== undefined) return tx.executeBatch(sql, paramSets);
+    if (tx !== undefined) return tx.executeBatch(sql, paramSets, options);
     if (this.#closing) return rejected(closedError());
-    return this.writerBatch(0, sql, paramSets);
+    return this.writerBatch(0, sql, paramSets, options, NO_SIGNALS);
   }
 
   // ---- the writer, used directly and by Transaction ----
 
-  #write<T>(kind: Kind, rowMode: 'object' | 'array', send: (id: number) => void): Promise<T> {
-    return this.#requests.start<T>(kind, rowMode, (id) => {
-      try {
-        send(id);
-      } catch (err) {
-        throw fromNativeThrow(err);
-      }
-    });
+  #write<T>(kind: Kind, rowMode: 'object' | 'array', send: (id: number, cancellable: boolean) => void, stop?: Stop): Promise<T> {
+    return this.#requests.start<T>(
+      kind,
+      rowMode,
+      (id, cancellable) => {
+        try {
+          send(id, cancellable);
+        } catch (err) {
+          throw fromNativeThrow(err);
+        }
+      },
+      undefined,
+      stop,
+    );
   }
 
-  /** @internal */
-  writerRead(tx: number, sql: string, params: unknown, options: unknown, format: 0 | 1 | 2): Promise<unknown> {
+  /** @internal `txSignals`: the signals of the transactions the call runs in. */
+  writerRead(
+    tx: number,
+    sql: string,
+    params: unknown,
+    options: unknown,
+    format: 0 | 1 | 2,
+    txSignals: readonly AbortSignal[],
+  ): Promise<unknown> {
     try {
       checkSql(sql);
       checkParams(params);
-      const rowMode = format === 2 ? 'object' : resolveQueryOptions(options);
-      return this.#write(FORMATS[format], rowMode, (id) => this.#native.writerRead(id, tx, sql, params, format));
+      const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
+      return this.#write(
+        FORMATS[format],
+        o.rowMode,
+        (id, c) => this.#native.writerRead(id, tx, sql, params, format, c),
+        stopOf(o, txSignals),
+      );
     } catch (err) {
       return rejected(err);
     }
   }
 
   /** @internal */
-  writerExecute(tx: number, sql: string, params: unknown): Promise<ExecuteResult> {
+  writerExecute(tx: number, sql: string, params: unknown, options: unknown, txSignals: readonly AbortSignal[]): Promise<ExecuteResult> {
     try {
       checkSql(sql);
       checkParams(params);
-      return this.#write(Kind.Execute, 'object', (id) => this.#native.execute(id, tx, sql, params));
+      const o = resolveCallOptions(options, false, this.#timeoutMs);
+      return this.#write(Kind.Execute, 'object', (id, c) => this.#native.execute(id, tx, sql, params, c), stopOf(o, txSignals));
     } catch (err) {
       return rejected(err);
     }
@@ -225,17 +269,27 @@ export class Database implements Executor, TransactionHost {
   }
 
   /** @internal */
-  writerBatch(tx: number, sql: string, paramSets: unknown): Promise<{ changes: number }> {
+  writerBatch(
+    tx: number,
+    sql: string,
+    paramSets: unknown,
+    options: unknown,
+    txSignals: readonly AbortSignal[],
+  ): Promise<{ changes: number }> {
     try {
       checkSql(sql);
       if (!Array.isArray(paramSets)) throw new TypeError('paramSets must be an array of arrays or objects');
+      const stop = stopOf(resolveCallOptions(options, false, this.#timeoutMs), txSignals);
       // see docs/experiments/005-batch-params.md
       const p = packParamSets(paramSets);
       if (p === undefined) {
-        return this.#write(Kind.Batch, 'object', (id) => this.#native.executeBatch(id, tx, sql, paramSets));
+        return this.#write(Kind.Batch, 'object', (id, c) => this.#native.executeBatch(id, tx, sql, paramSets, c), stop);
       }
-      return this.#write(Kind.Batch, 'object', (id) =>
-        this.#native.executeBatchPacked(id, tx, sql, p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs),
+      return this.#write(
+        Kind.Batch,
+        'object',
+        (id, c) => this.#native.executeBatchPacked(id, tx, sql, p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs, c),
+        stop,
       );
     } catch (err) {
       return rejected(err);
@@ -277,7 +331,7 @@ export class Database implements Executor, TransactionHost {
         throw err;
       }
     }
-    const tx = new Transaction(this, txId, 0);
+    const tx = new Transaction(this, txId, 0, signal === undefined ? NO_SIGNALS : [signal]);
     let cancel!: (reason: unknown) => void;
     const cancelled = new Promise<never>((_, reject) => (cancel = reject));
     cancelled.catch(() => {});
@@ -328,11 +382,15 @@ export class Database implements Executor, TransactionHost {
    * unless `force`), ends every live query, then closes every connection. Idempotent.
    */
   close(options?: CloseOptions): Promise<void> {
-    if (this.#closing) return this.#closing;
     try {
       if (options !== undefined) checkKeys('close', options, ['force']);
     } catch (err) {
       return rejected(err);
+    }
+    if (this.#closing) {
+      // A forced close may follow a plain one that waits behind a statement that never ends.
+      if (options?.force === true) void this.#forceClose();
+      return this.#closing;
     }
     const force = options?.force === true;
     if (!force && this.#running !== undefined && currentTransaction(this)?.active === true) {
@@ -345,21 +403,29 @@ export class Database implements Executor, TransactionHost {
         ),
       );
     }
-    this.#forceClosing = force;
     this.#closing = (async () => {
       this.#requests.endSubscriptions();
-      const running = this.#running;
-      if (force && running !== undefined) {
-        // The transaction rejects with this error and rolls itself back.
-        running.cancel(closedError('the database was closed with force: the transaction was rolled back'));
-        await running.settled;
-      }
-      await this.#requests.start<void>(Kind.Done, 'object', (id) => this.#native.close(id));
+      const closed = this.#requests.start<void>(Kind.Done, 'object', (id) => this.#native.close(id));
+      if (force) await this.#forceClose();
+      await closed;
       const temporary = this.#native.temporaryPath();
       if (temporary != null) temporaryFiles.delete(temporary);
       this.#native.dispose();
     })();
     return this.#closing;
+  }
+
+  /** Interrupts running statements, fails queued requests, and rolls back the running
+   * transaction (which rejects and rolls itself back); resolves once it has settled. */
+  async #forceClose(): Promise<void> {
+    if (this.#forceClosing) return;
+    this.#forceClosing = true;
+    this.#native.stopAll();
+    const running = this.#running;
+    if (running !== undefined) {
+      running.cancel(closedError('the database was closed with force: the transaction was rolled back'));
+      await running.settled;
+    }
   }
 
   /** @internal test hook: `{ groups, reruns }` of the native live-query registry. */

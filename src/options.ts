@@ -17,12 +17,37 @@ export interface OpenOptions {
   pragmas?: Record<string, PragmaValue>;
   /** Milliseconds to wait for a lock held by another connection; default 5000. */
   busyTimeout?: number;
+  /** Default `timeoutMs` of every query; default none. `0`, `null` or `Infinity`: none. */
+  timeoutMs?: number | null;
 }
 
-export interface QueryOptions {
+/** Cancellation options every query method takes. */
+export interface CallOptions {
+  /** Aborting it rejects the call with `signal.reason` (see docs/api.md, Cancellation). */
+  signal?: AbortSignal;
+  /** Rejects with a `TimeoutError` DOMException after this many milliseconds; overrides the
+   * database's default. `0`, `null` or `Infinity`: no timeout. */
+  timeoutMs?: number | null;
+}
+
+export interface QueryOptions extends CallOptions {
   /** 'object' (default): plain objects; 'array': arrays of values in column order. */
   rowMode?: RowMode;
 }
+
+/** A call's options once checked; `timeoutMs` 0 means no timeout. */
+export interface CallSettings {
+  rowMode: RowMode;
+  signal: AbortSignal | undefined;
+  timeoutMs: number;
+}
+
+/** The settings of a call made without options on a database without default timeout:
+ * shared, so the common case allocates nothing. */
+const PLAIN: CallSettings = Object.freeze({ rowMode: 'object', signal: undefined, timeoutMs: 0 });
+
+/** The longest timer Node can set (larger delays would fire at once). */
+const MAX_TIMEOUT_MS = 0x7fffffff;
 
 function closest(name: string, known: readonly string[]): string | undefined {
   const lower = name.toLowerCase();
@@ -56,6 +81,7 @@ export interface ResolvedOpenOptions {
   intMode: IntMode;
   busyTimeout: number;
   pragmas: string[][];
+  timeoutMs: number;
 }
 
 function renderPragmaValue(name: string, v: unknown): string {
@@ -72,7 +98,7 @@ function renderPragmaValue(name: string, v: unknown): string {
 export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
   if (options === undefined) options = {};
   if (!isPlainObject(options)) throw new TypeError('options must be a plain object');
-  checkKeys('open', options, ['readers', 'readonly', 'intMode', 'pragmas', 'busyTimeout']);
+  checkKeys('open', options, ['readers', 'readonly', 'intMode', 'pragmas', 'busyTimeout', 'timeoutMs']);
   const o = options as OpenOptions;
   const readers = o.readers ?? defaultReaders();
   if (!Number.isInteger(readers) || readers < 1 || readers > 64) {
@@ -97,16 +123,43 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
       pragmas.push([name, renderPragmaValue(name, value)]);
     }
   }
-  return { readers, readonly: o.readonly ?? false, intMode, busyTimeout, pragmas };
+  const timeoutMs = o.timeoutMs === undefined ? 0 : checkTimeout(o.timeoutMs);
+  return { readers, readonly: o.readonly ?? false, intMode, busyTimeout, pragmas, timeoutMs };
 }
 
-export function resolveQueryOptions(options: unknown): RowMode {
-  if (options === undefined) return 'object';
+/** A `timeoutMs` value as milliseconds, 0 for none. */
+export function checkTimeout(v: unknown): number {
+  if (v === null || v === 0 || v === Infinity) return 0;
+  if (typeof v !== 'number') throw new TypeError('timeoutMs must be a number of milliseconds (or null for none)');
+  if (!(v > 0 && v <= MAX_TIMEOUT_MS)) {
+    throw new RangeError(`timeoutMs must be from 1 to ${MAX_TIMEOUT_MS} milliseconds, or 0, null or Infinity for none`);
+  }
+  return v;
+}
+
+const QUERY_KEYS = ['rowMode', 'signal', 'timeoutMs'] as const;
+const CALL_KEYS = ['signal', 'timeoutMs'] as const;
+
+/**
+ * Checks the options of a query method. `withRowMode`: select/selectOne (which also take
+ * `rowMode`); `defaultTimeoutMs`: the database's default (0 for none).
+ */
+export function resolveCallOptions(options: unknown, withRowMode: boolean, defaultTimeoutMs: number): CallSettings {
+  if (options === undefined) {
+    return defaultTimeoutMs === 0 ? PLAIN : { rowMode: 'object', signal: undefined, timeoutMs: defaultTimeoutMs };
+  }
   if (!isPlainObject(options)) throw new TypeError('query options must be a plain object');
-  checkKeys('query', options, ['rowMode']);
-  const rowMode = (options as QueryOptions).rowMode ?? 'object';
-  if (rowMode !== 'object' && rowMode !== 'array') throw new TypeError("rowMode must be 'object' or 'array'");
-  return rowMode;
+  checkKeys('query', options, withRowMode ? QUERY_KEYS : CALL_KEYS);
+  const o = options as QueryOptions;
+  let rowMode: RowMode = 'object';
+  if (withRowMode) {
+    rowMode = o.rowMode ?? 'object';
+    if (rowMode !== 'object' && rowMode !== 'array') throw new TypeError("rowMode must be 'object' or 'array'");
+  }
+  const signal = o.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+  const timeoutMs = o.timeoutMs === undefined ? defaultTimeoutMs : checkTimeout(o.timeoutMs);
+  return { rowMode, signal, timeoutMs };
 }
 
 export function checkSql(sql: unknown): asserts sql is string {

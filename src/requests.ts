@@ -21,6 +21,63 @@ interface Pending {
   reject: (reason: unknown) => void;
   kind: Kind;
   rowMode: RowMode;
+  /** Removes the abort listeners and the timer of a cancellable request. */
+  unwatch: (() => void) | undefined;
+  /** Set when a running write was aborted: its outcome decides (see `abort`). */
+  abortReason: { reason: unknown } | undefined;
+}
+
+/** What can cancel a request: abort signals (the call's own, its transactions') and a timeout. */
+export interface Stop {
+  signals: readonly AbortSignal[];
+  /** Milliseconds; 0 for none. */
+  timeoutMs: number;
+}
+
+/** What the addon's `cancel(id)` reports; mirrors `CancelOutcome` in crates/core/src/cancel.rs. */
+const enum CancelOutcome {
+  /** Finished (or unknown): its completion is on its way. */
+  Finished = 0,
+  /** Was queued: it never runs and no completion follows. */
+  Dropped = 1,
+  /** Is running: it is being interrupted; its completion follows. */
+  Interrupting = 2,
+}
+
+interface SignalWatch {
+  readonly callbacks: Set<() => void>;
+  readonly listener: () => void;
+}
+
+/** One abort listener per signal however many requests it guards: one each would trip Node's
+ * MaxListenersExceededWarning as soon as a signal is shared by more than 10 calls in flight. */
+const signalWatches = new WeakMap<AbortSignal, SignalWatch>();
+
+/** Calls `callback` when `signal` aborts; returns the function that stops that. */
+function onAbort(signal: AbortSignal, callback: () => void): () => void {
+  let w = signalWatches.get(signal);
+  if (w === undefined) {
+    const callbacks = new Set<() => void>();
+    const listener = (): void => {
+      signalWatches.delete(signal);
+      for (const c of callbacks) c();
+    };
+    w = { callbacks, listener };
+    signalWatches.set(signal, w);
+    signal.addEventListener('abort', listener, { once: true });
+  }
+  const watch = w;
+  watch.callbacks.add(callback);
+  return () => {
+    if (!watch.callbacks.delete(callback) || watch.callbacks.size > 0) return;
+    if (signalWatches.get(signal) === watch) signalWatches.delete(signal);
+    signal.removeEventListener('abort', watch.listener);
+  };
+}
+
+/** The reason a request that ran out of time rejects with, as `AbortSignal.timeout()` gives. */
+function timeoutError(): DOMException {
+  return new DOMException('The operation was aborted due to timeout', 'TimeoutError');
 }
 
 /** Receives live-query emissions (rows buffer) and errors for a subscription id. */
@@ -67,18 +124,79 @@ export class Requests {
     return id;
   }
 
-  /** Registers a request; `send` hands it to the addon and may throw synchronously. */
-  start<T>(kind: Kind, rowMode: RowMode, send: (id: number) => void, id = this.id()): Promise<T> {
+  /**
+   * Registers a request; `send` hands it to the addon (`cancellable` when `stop` is given)
+   * and may throw synchronously. With `stop`, an abort or the timeout rejects the request
+   * with the reason and cancels it natively.
+   */
+  start<T>(
+    kind: Kind,
+    rowMode: RowMode,
+    send: (id: number, cancellable: boolean) => void,
+    id = this.id(),
+    stop?: Stop,
+  ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      if (stop !== undefined) {
+        // Aborted before it was sent: it is never sent (as Node's own APIs do).
+        for (const s of stop.signals) {
+          if (s.aborted) {
+            reject(s.reason);
+            return;
+          }
+        }
+      }
       try {
-        send(id);
+        send(id, stop !== undefined);
       } catch (err) {
         reject(err);
         return;
       }
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, kind, rowMode });
+      const p: Pending = {
+        resolve: resolve as (v: unknown) => void,
+        reject,
+        kind,
+        rowMode,
+        unwatch: undefined,
+        abortReason: undefined,
+      };
+      this.pending.set(id, p);
       if (this.inflight++ === 0 && !this.busy) this.setBusy(true);
+      if (stop !== undefined) this.watch(id, p, stop);
     });
+  }
+
+  /** Arms the signals and the timer of a cancellable request. */
+  private watch(id: number, p: Pending, stop: Stop): void {
+    const { signals, timeoutMs } = stop;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const stops = signals.map((s) => onAbort(s, () => this.abort(id, p, s.reason)));
+    if (timeoutMs > 0) timer = setTimeout(() => this.abort(id, p, timeoutError()), timeoutMs);
+    p.unwatch = () => {
+      if (timer !== undefined) clearTimeout(timer);
+      for (const stopWatching of stops) stopWatching();
+    };
+  }
+
+  /**
+   * A request was aborted (signal or timeout). A queued one never runs; it rejects now. A
+   * running read rejects now (its result no longer matters) and is interrupted natively. A
+   * running write is interrupted and its outcome decides: if it finished first, its changes
+   * stand and it resolves; otherwise nothing of it remains and it rejects with `reason`.
+   */
+  private abort(id: number, p: Pending, reason: unknown): void {
+    if (this.pending.get(id) !== p || p.abortReason !== undefined) return;
+    p.unwatch?.();
+    const native = this.native?.deref();
+    const outcome: CancelOutcome = native === undefined ? CancelOutcome.Finished : native.cancel(id);
+    const write = p.kind === Kind.Execute || p.kind === Kind.Batch;
+    if (write && outcome !== CancelOutcome.Dropped) {
+      p.abortReason = { reason };
+      return;
+    }
+    this.pending.delete(id);
+    if (--this.inflight === 0) queueMicrotask(this.settleIdle);
+    p.reject(reason);
   }
 
   /** Ends every live query (the database is closing). */
@@ -142,8 +260,10 @@ export class Requests {
     }
     this.pending.delete(id);
     if (--this.inflight === 0) queueMicrotask(this.settleIdle);
+    if (p.unwatch !== undefined) p.unwatch();
     if (!ok) {
-      p.reject(errorFromNative(payload as NativeErrorDetail));
+      // An aborted write that failed (interrupted, or failed anyway) left nothing behind.
+      p.reject(p.abortReason !== undefined ? p.abortReason.reason : errorFromNative(payload as NativeErrorDetail));
       return;
     }
     try {

@@ -7,7 +7,7 @@ import { transactionEndedError } from './errors';
 import { checkKeys } from './options';
 import type { ExecuteResult } from './requests';
 import type { Row } from './rows';
-import type { QueryOptions } from './options';
+import type { CallOptions, QueryOptions } from './options';
 
 export type TransactionMode = 'immediate' | 'deferred' | 'exclusive';
 
@@ -22,17 +22,25 @@ export interface TransactionOptions {
 export interface Executor {
   select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
   selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
-  selectBytes(sql: string, params?: unknown): Promise<Buffer>;
-  execute<T = Row>(sql: string, params?: unknown): Promise<ExecuteResult & { rows: T[] }>;
-  executeBatch(sql: string, paramSets: unknown[]): Promise<{ changes: number }>;
+  selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer>;
+  execute<T = Row>(sql: string, params?: unknown, options?: CallOptions): Promise<ExecuteResult & { rows: T[] }>;
+  executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }>;
   transaction<R>(body: (tx: Transaction) => Promise<R> | R, options?: TransactionOptions): Promise<R>;
 }
 
 /** The operations a transaction needs from its database (implemented by Database). */
 export interface TransactionHost {
-  writerRead(tx: number, sql: string, params: unknown, options: unknown, format: 0 | 1 | 2): Promise<unknown>;
-  writerExecute(tx: number, sql: string, params: unknown): Promise<ExecuteResult>;
-  writerBatch(tx: number, sql: string, paramSets: unknown): Promise<{ changes: number }>;
+  /** `txSignals`: aborting any of them cancels the request (the transaction's signals). */
+  writerRead(
+    tx: number,
+    sql: string,
+    params: unknown,
+    options: unknown,
+    format: 0 | 1 | 2,
+    txSignals: readonly AbortSignal[],
+  ): Promise<unknown>;
+  writerExecute(tx: number, sql: string, params: unknown, options: unknown, txSignals: readonly AbortSignal[]): Promise<ExecuteResult>;
+  writerBatch(tx: number, sql: string, paramSets: unknown, options: unknown, txSignals: readonly AbortSignal[]): Promise<{ changes: number }>;
   /** A nested transaction's savepoint at `depth`: 0 begins it, 1 releases it, 2 rolls back to it. */
   writerSavepoint(tx: number, op: SavepointOp, depth: number): Promise<void>;
 }
@@ -47,6 +55,8 @@ export const enum SavepointOp {
 type Context = ReadonlyMap<TransactionHost, Transaction>;
 
 let storage: AsyncLocalStorage<Context> | undefined;
+
+const NO_SIGNALS: readonly AbortSignal[] = [];
 
 /** Created on first use: AsyncLocalStorage has a cost on every promise in Node 20, so
  * applications that never open a transaction do not pay it. */
@@ -136,6 +146,9 @@ export class Transaction implements Executor {
     readonly depth: number,
     /** The transaction this one is nested in. */
     readonly parent?: Transaction,
+    /** The signals of this transaction and those enclosing it: aborting one interrupts the
+     * statement running for it, so the rollback does not wait behind that statement. */
+    readonly signals: readonly AbortSignal[] = NO_SIGNALS,
   ) {}
 
   /** False once the body has ended (committed, rolled back or aborted). */
@@ -181,23 +194,23 @@ export class Transaction implements Executor {
   }
 
   select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
-    return this.#send(() => this.host.writerRead(this.id, sql, params, options, 0) as Promise<T[]>);
+    return this.#send(() => this.host.writerRead(this.id, sql, params, options, 0, this.signals) as Promise<T[]>);
   }
 
   selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
-    return this.#send(() => this.host.writerRead(this.id, sql, params, options, 1) as Promise<T | undefined>);
+    return this.#send(() => this.host.writerRead(this.id, sql, params, options, 1, this.signals) as Promise<T | undefined>);
   }
 
-  selectBytes(sql: string, params?: unknown): Promise<Buffer> {
-    return this.#send(() => this.host.writerRead(this.id, sql, params, undefined, 2) as Promise<Buffer>);
+  selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer> {
+    return this.#send(() => this.host.writerRead(this.id, sql, params, options, 2, this.signals) as Promise<Buffer>);
   }
 
-  execute<T = Row>(sql: string, params?: unknown): Promise<ExecuteResult & { rows: T[] }> {
-    return this.#send(() => this.host.writerExecute(this.id, sql, params) as Promise<ExecuteResult & { rows: T[] }>);
+  execute<T = Row>(sql: string, params?: unknown, options?: CallOptions): Promise<ExecuteResult & { rows: T[] }> {
+    return this.#send(() => this.host.writerExecute(this.id, sql, params, options, this.signals) as Promise<ExecuteResult & { rows: T[] }>);
   }
 
-  executeBatch(sql: string, paramSets: unknown[]): Promise<{ changes: number }> {
-    return this.#send(() => this.host.writerBatch(this.id, sql, paramSets));
+  executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }> {
+    return this.#send(() => this.host.writerBatch(this.id, sql, paramSets, options, this.signals));
   }
 
   /** A nested transaction: a savepoint inside this one. Nested bodies of one transaction
@@ -223,7 +236,8 @@ export class Transaction implements Executor {
       this.#check();
       const depth = this.depth + 1;
       await this.host.writerSavepoint(this.id, SavepointOp.Begin, depth);
-      const inner = new Transaction(this.host, this.id, depth, this);
+      const signals = signal === undefined ? this.signals : [...this.signals, signal];
+      const inner = new Transaction(this.host, this.id, depth, this, signals);
       try {
         const result = await raceBody(() => runInContext(this.host, inner, () => body(inner)), signal);
         await inner.drained();

@@ -4,17 +4,20 @@
 export declare class NativeDatabase {
   /** Starts the threads; `open_id` completes through `on_complete` once connections are open. */
   constructor(path: string, options: NativeOpenOptions, onComplete: unknown, openId: number)
-  /** A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON. */
-  read(id: number, sql: string, params: unknown, format: number): void
+  /**
+   * A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
+   * `cancellable`: `cancel(id)` may be called for it (see `cancel`).
+   */
+  read(id: number, sql: string, params: unknown, format: number, cancellable?: boolean | undefined | null): void
   /** A read on the writer connection (inside a transaction: sees its uncommitted writes). */
-  writerRead(id: number, tx: number, sql: string, params: unknown, format: number): void
-  execute(id: number, tx: number, sql: string, params: unknown): void
-  executeBatch(id: number, tx: number, sql: string, paramSets: unknown): void
+  writerRead(id: number, tx: number, sql: string, params: unknown, format: number, cancellable?: boolean | undefined | null): void
+  execute(id: number, tx: number, sql: string, params: unknown, cancellable?: boolean | undefined | null): void
+  executeBatch(id: number, tx: number, sql: string, paramSets: unknown, cancellable?: boolean | undefined | null): void
   /**
    * `executeBatch` with positional sets packed by the JS side (experiment 005): a few
    * copies instead of one conversion per value; the JS side has validated every value.
    */
-  executeBatchPacked(id: number, tx: number, sql: string, setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Array<Buffer>): void
+  executeBatchPacked(id: number, tx: number, sql: string, setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Array<Buffer>, cancellable?: boolean | undefined | null): void
   /** `mode`: 0 deferred, 1 immediate, 2 exclusive. */
   begin(id: number, tx: number, mode: number): void
   commit(id: number, tx: number): void
@@ -24,8 +27,19 @@ export declare class NativeDatabase {
    * 1 releases it, 2 rolls back to it (and releases it).
    */
   savepoint(id: number, tx: number, op: number, depth: number): void
+  /**
+   * Cancels a request sent with `cancellable`. Returns 0: it already finished (its
+   * completion is on its way); 1: it was queued and never runs (no completion follows);
+   * 2: it is running and is being interrupted (its completion follows).
+   */
+  cancel(id: number): number
   /** Stops accepting requests; `id` completes when every connection is closed. */
   close(id: number): void
+  /**
+   * For `close({ force: true })`: interrupts running statements; queued requests fail as
+   * closed without running.
+   */
+  stopAll(): void
   /** Stops delivering completions (after the close completion arrived). */
   dispose(): void
   /** Keeps the process alive while work is in flight, and lets it exit when idle. */

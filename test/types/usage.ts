@@ -5,6 +5,7 @@ import {
   SqliteError,
   ErrorCodes,
   Transaction,
+  type CallOptions,
   type ExecuteResult,
   type IntMode,
   type OpenOptions,
@@ -51,6 +52,17 @@ export async function usage(): Promise<void> {
   const arrays = await db.select<SqlValue[]>('SELECT 1, 2', [], q);
   const cell: SqlValue | undefined = arrays[0]?.[1];
   void cell;
+
+  // Cancellation options on every query method, and a default timeout at open.
+  const ac = new AbortController();
+  const cancel: CallOptions = { signal: ac.signal, timeoutMs: 1000 };
+  await Database.open(':memory:', { timeoutMs: null });
+  await db.select('SELECT 1', [], { rowMode: 'array', signal: ac.signal, timeoutMs: Infinity });
+  await db.selectOne('SELECT 1', [], cancel);
+  await db.selectBytes('SELECT 1', [], cancel);
+  await db.execute('DELETE FROM users', [], cancel);
+  await db.executeBatch('DELETE FROM users WHERE id = ?', [[1]], { timeoutMs: 0 });
+  await db.transaction((tx) => tx.execute('DELETE FROM users', [], cancel));
 
   const json: Buffer = await db.selectBytes('SELECT * FROM users');
   const parsed: unknown = JSON.parse(json.toString('utf8'));
@@ -102,6 +114,10 @@ export async function usage(): Promise<void> {
   await db.select(42);
   // @ts-expect-error rowMode is 'object' or 'array'
   await db.select('SELECT 1', [], { rowMode: 'map' });
+  // @ts-expect-error timeoutMs is a number
+  await db.select('SELECT 1', [], { timeoutMs: '5' });
+  // @ts-expect-error execute takes no rowMode
+  await db.execute('SELECT 1', [], { rowMode: 'array' });
   // @ts-expect-error selectBytes resolves with a Buffer, not rows
   const notRows: Row[] = await db.selectBytes('SELECT 1');
   // @ts-expect-error the constructor is private: use Database.open

@@ -1,6 +1,7 @@
 //! A database: one writer thread, N reader threads, and the queues in front of them.
 //! Everything here returns at once; outcomes arrive through the `CompletionSink`.
 
+use crate::cancel::{CancelOutcome, Cancellation, Watch};
 use crate::completion::{Completion, CompletionSink, Countdown, Output, RequestId};
 use crate::connection::{open_reader, open_writer, Location, OpenOptions};
 use crate::error::{Error, Result};
@@ -25,6 +26,7 @@ pub struct Database {
     live: LiveQueries,
     location: Location,
     abandoner: Abandoner,
+    cancellation: Arc<Cancellation>,
 }
 
 /// Ends a database whose owner is gone without `close()` (a terminated Worker's env
@@ -37,6 +39,7 @@ pub struct Abandoner {
     reader_count: usize,
     location: Location,
     live: LiveQueries,
+    cancellation: Arc<Cancellation>,
 }
 
 impl Abandoner {
@@ -47,6 +50,8 @@ impl Abandoner {
             return;
         }
         self.live.stop();
+        // A statement that would never end (a runaway query) must not keep the threads.
+        self.cancellation.stop_all();
         let location = self.location.clone();
         let countdown = Countdown::new(1 + self.reader_count, move || location.remove_temporary());
         if let Err(crossbeam_channel::SendError(WriterMsg::Abandon(c))) = self.writer.send(WriterMsg::Abandon(countdown)) {
@@ -68,6 +73,8 @@ impl Database {
         let readonly = opts.readonly;
         let opts_readers = opts.readers;
         let tracking = Arc::new(AtomicBool::new(false));
+        let cancellation = Arc::new(Cancellation::default());
+        let thread_cancellation = cancellation.clone();
         let location = Location::resolve(&opts.path);
         location.check_shareable()?;
         let poll_target = match (&location.temporary, readonly) {
@@ -90,7 +97,7 @@ impl Database {
             .name("quietsqlite-writer".into())
             .spawn(move || {
                 let loc = thread_location;
-                let started = start(&loc, &opts, reader_rx, thread_sink.clone());
+                let started = start(&loc, &opts, reader_rx, thread_sink.clone(), &thread_cancellation);
                 let writer = match started {
                     Ok(None) => {
                         thread_sink.complete(Completion { id: open_id, result: Ok(Output::Done) });
@@ -103,6 +110,7 @@ impl Database {
                         tracking,
                         thread_readers,
                         opts.readers,
+                        thread_cancellation,
                     ),
                     Err(e) => Err(e),
                 };
@@ -127,6 +135,7 @@ impl Database {
             reader_count,
             location: location.clone(),
             live: live.clone(),
+            cancellation: cancellation.clone(),
         };
         Ok(Database {
             readers: reader_tx,
@@ -138,6 +147,7 @@ impl Database {
             live,
             location,
             abandoner,
+            cancellation,
         })
     }
 
@@ -156,7 +166,14 @@ impl Database {
     /// Queues a read on the reader threads.
     pub fn read(&self, job: ReadJob) -> Result<()> {
         self.check_open()?;
-        self.readers.send(ReaderMsg::Read(job)).map_err(|_| closed_by_failure())
+        let ticket = job.cancellable.then(|| self.cancellation.register(job.id));
+        let id = job.id;
+        self.readers.send(ReaderMsg::Read(job, ticket)).map_err(|e| {
+            if let ReaderMsg::Read(_, Some(t)) = e.0 {
+                self.cancellation.unregister(id, &t);
+            }
+            closed_by_failure()
+        })
     }
 
     /// Queues a request on the writer. While closing, requests of a transaction that is
@@ -178,7 +195,21 @@ impl Database {
                 sql,
             });
         }
-        self.writer.send(WriterMsg::Job(job)).map_err(|_| closed_by_failure())
+        let ticket = job.cancellable.then(|| self.cancellation.register(job.id));
+        let id = job.id;
+        self.writer.send(WriterMsg::Job(job, ticket)).map_err(|e| {
+            if let WriterMsg::Job(_, Some(t)) = e.0 {
+                self.cancellation.unregister(id, &t);
+            }
+            closed_by_failure()
+        })
+    }
+
+    /// Cancels a request sent as cancellable: a queued one never runs (and completes with
+    /// nothing); a running one is interrupted and completes with SQLITE_INTERRUPT, unless it
+    /// finished first.
+    pub fn cancel(&self, id: RequestId) -> CancelOutcome {
+        self.cancellation.cancel(id)
     }
 
     /// Subscribes to a live query; emissions and errors arrive with `id`.
@@ -210,6 +241,14 @@ impl Database {
     pub fn panic_for_tests(&self, id: RequestId) -> Result<()> {
         self.check_open()?;
         self.readers.send(ReaderMsg::Panic(id)).map_err(|_| closed_by_failure())
+    }
+
+    /// For a forced close (before or after `close`): running statements are interrupted and
+    /// queued requests fail as closed without running, so the close finishes even behind a
+    /// statement that would never end. A transaction holding the writer is rolled back when
+    /// its front end ends it.
+    pub fn stop_all(&self) {
+        self.cancellation.stop_all();
     }
 
     /// Stops accepting requests; what is queued still runs (and a transaction holding the
@@ -260,15 +299,17 @@ fn start(
     opts: &OpenOptions,
     reader_rx: Receiver<ReaderMsg>,
     sink: Arc<dyn CompletionSink>,
+    cancellation: &Arc<Cancellation>,
 ) -> Result<Option<Connection>> {
     let writer = if opts.readonly { None } else { Some(open_writer(loc, opts)?) };
     let readers = (0..opts.readers).map(|_| open_reader(loc, opts)).collect::<Result<Vec<_>>>()?;
-    for (i, conn) in readers.into_iter().enumerate() {
+    for (i, mut conn) in readers.into_iter().enumerate() {
         let rx = reader_rx.clone();
         let s = sink.clone();
+        let watch = Watch::install(&mut conn, cancellation.clone())?;
         std::thread::Builder::new()
             .name(format!("quietsqlite-reader-{i}"))
-            .spawn(move || reader::run(conn, rx, s))
+            .spawn(move || reader::run(conn, watch, rx, s))
             .map_err(|e| Error::Internal(format!("could not start a reader thread: {e}")))?;
     }
     Ok(writer)

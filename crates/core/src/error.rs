@@ -64,6 +64,22 @@ impl Error {
     }
 }
 
+/// What a request the forced close kept from running, or interrupted, rejects with.
+pub(crate) fn closed_by_force() -> Error {
+    Error::Closed("the database was closed with force before this request finished".into())
+}
+
+/// An interruption caused by a forced close reads as such; any other interruption comes from
+/// the request's own cancellation, which the front end reports in its own terms.
+pub(crate) fn explain_interrupt<T>(result: Result<T>, stopped: bool) -> Result<T> {
+    match result {
+        Err(Error::Sqlite { code, .. }) if stopped && code & 0xff == rusqlite::ffi::SQLITE_INTERRUPT => {
+            Err(closed_by_force())
+        }
+        other => other,
+    }
+}
+
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
         Error::from_rusqlite(e)

@@ -7,6 +7,7 @@
 //! they read.
 
 pub mod bind;
+pub mod cancel;
 pub mod completion;
 pub mod connection;
 pub mod database;
@@ -22,6 +23,7 @@ pub mod statement_rules;
 pub mod value;
 pub mod writer;
 
+pub use cancel::CancelOutcome;
 pub use completion::{Completion, CompletionSink, Output, RequestId};
 pub use connection::OpenOptions;
 pub use database::{Abandoner, Database};

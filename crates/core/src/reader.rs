@@ -2,6 +2,7 @@
 //! whole life and takes requests from one shared queue, so a request goes to whichever
 //! reader is free without a lock per query.
 
+use crate::cancel::{Start, Ticket, Watch};
 use crate::completion::{panic_message, Completion, CompletionSink, Countdown, Output, RequestId};
 use crate::error::Error;
 use crate::query::{self, ReadFormat};
@@ -16,13 +17,15 @@ pub struct ReadJob {
     pub sql: String,
     pub params: Params,
     pub format: ReadFormat,
+    /// Registers a ticket so `Database::cancel(id)` can drop or interrupt it.
+    pub cancellable: bool,
 }
 
 /// Work that needs a reader connection but is not a plain request (live-query re-runs).
 pub type ReaderTask = Box<dyn FnOnce(&Connection) + Send>;
 
 pub(crate) enum ReaderMsg {
-    Read(ReadJob),
+    Read(ReadJob, Option<Arc<Ticket>>),
     Task(ReaderTask),
     /// Test hook: proves a panic becomes an error, not a crash.
     Panic(RequestId),
@@ -53,15 +56,25 @@ fn next_message(queue: &Receiver<ReaderMsg>, spin: std::time::Duration) -> Optio
     queue.recv().ok()
 }
 
-pub(crate) fn run(conn: Connection, queue: Receiver<ReaderMsg>, sink: Arc<dyn CompletionSink>) {
+pub(crate) fn run(conn: Connection, watch: Arc<Watch>, queue: Receiver<ReaderMsg>, sink: Arc<dyn CompletionSink>) {
     while let Some(msg) = next_message(&queue, SPIN_WINDOW) {
         match msg {
-            ReaderMsg::Read(job) => {
+            ReaderMsg::Read(job, ticket) => {
                 let id = job.id;
+                let running = match watch.start(id, ticket) {
+                    Start::Run(r) => r,
+                    Start::Skip => continue,
+                    Start::Stopped => {
+                        sink.complete(Completion { id, result: Err(crate::error::closed_by_force()) });
+                        continue;
+                    }
+                };
                 let result = catch_unwind(AssertUnwindSafe(|| {
                     query::read(&conn, &job.sql, &job.params, job.format).map(Output::Read)
                 }))
                 .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
+                let result = crate::error::explain_interrupt(result, running.stopped());
+                drop(running);
                 sink.complete(Completion { id, result });
             }
             ReaderMsg::Task(task) => {

@@ -3,6 +3,7 @@
 //! anyone else wait, in order, until it ends. Committed changes are published to the
 //! change listener (live queries); checkpoints run when the writer is idle.
 
+use crate::cancel::{Cancellation, Start, Ticket, Watch};
 use crate::completion::{panic_message, Completion, CompletionSink, Countdown, Output, RequestId};
 use crate::error::{Error, Result};
 use crate::hooks::{ChangeSet, ChangeTracker};
@@ -50,10 +51,12 @@ pub struct WriteJob {
     /// The transaction this request belongs to; `Begin` names the one it starts.
     pub tx: Option<TxId>,
     pub kind: WriteKind,
+    /// Registers a ticket so `Database::cancel(id)` can drop or interrupt it.
+    pub cancellable: bool,
 }
 
 pub(crate) enum WriterMsg {
-    Job(WriteJob),
+    Job(WriteJob, Option<Arc<Ticket>>),
     /// Live queries exist: look for commits made by other connections (other processes).
     CheckExternalChanges,
     Stop(Arc<Countdown>),
@@ -84,6 +87,10 @@ pub(crate) struct Writer {
     readers: Sender<ReaderMsg>,
     reader_count: usize,
     held_by: Option<TxId>,
+    /// SQLite itself rolled back the transaction holding the writer (a statement in it was
+    /// interrupted): nothing more may run in it, and its COMMIT must fail.
+    lost: bool,
+    watch: Arc<Watch>,
     deferred: VecDeque<WriterMsg>,
     schema_version: i64,
     /// The writer's `PRAGMA data_version`: it moves only when another connection commits.
@@ -91,14 +98,17 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        conn: Connection,
+        mut conn: Connection,
         sink: Arc<dyn CompletionSink>,
         listener: Arc<dyn ChangeListener>,
         tracking: Arc<AtomicBool>,
         readers: Sender<ReaderMsg>,
         reader_count: usize,
+        cancellation: Arc<Cancellation>,
     ) -> Result<Self> {
+        let watch = Watch::install(&mut conn, cancellation)?;
         let tracker = ChangeTracker::install(&conn, tracking);
         let schema_version = conn.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
         // The baseline for noticing other processes' commits: from the start, so a commit
@@ -112,6 +122,8 @@ impl Writer {
             readers,
             reader_count,
             held_by: None,
+            lost: false,
+            watch,
             deferred: VecDeque::new(),
             schema_version,
             data_version: Some(data_version),
@@ -121,10 +133,18 @@ impl Writer {
     pub fn run(mut self, queue: Receiver<WriterMsg>) {
         while let Some(msg) = self.next(&queue) {
             match msg {
-                WriterMsg::Job(job) => {
+                WriterMsg::Job(job, ticket) => {
                     let id = job.id;
-                    let result = catch_unwind(AssertUnwindSafe(|| self.handle(job)))
-                        .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
+                    let watch = self.watch.clone();
+                    let result = match watch.start(id, ticket) {
+                        Start::Skip => continue,
+                        Start::Stopped => self.refuse_for_stop(job),
+                        Start::Run(running) => {
+                            let result = catch_unwind(AssertUnwindSafe(|| self.handle(job)))
+                                .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
+                            crate::error::explain_interrupt(result, running.stopped())
+                        }
+                    };
                     // The request resolves before any live query can emit its effect.
                     self.sink.complete(Completion { id, result });
                     self.publish_changes();
@@ -152,7 +172,7 @@ impl Writer {
     /// everything else waits in `deferred`, in arrival order.
     fn next(&mut self, queue: &Receiver<WriterMsg>) -> Option<WriterMsg> {
         if let Some(tx) = self.held_by {
-            let mine = |m: &WriterMsg| matches!(m, WriterMsg::Job(j) if j.tx == Some(tx));
+            let mine = |m: &WriterMsg| matches!(m, WriterMsg::Job(j, _) if j.tx == Some(tx));
             if let Some(pos) = self.deferred.iter().position(mine) {
                 return self.deferred.remove(pos);
             }
@@ -175,6 +195,23 @@ impl Writer {
                 queue.recv().ok()
             }
         }
+    }
+
+    /// A forced close: nothing more runs. The transaction holding the writer (if any) is
+    /// rolled back when its end arrives, so the close queued behind it can proceed.
+    fn refuse_for_stop(&mut self, job: WriteJob) -> Result<Output> {
+        let ends_holder = matches!(job.kind, WriteKind::Commit | WriteKind::Rollback) && job.tx == self.held_by;
+        if ends_holder && self.held_by.is_some() {
+            self.held_by = None;
+            self.lost = false;
+            if !self.conn.is_autocommit() {
+                let _ = self.conn.execute_batch("ROLLBACK");
+            }
+            if matches!(job.kind, WriteKind::Rollback) {
+                return Ok(Output::Done);
+            }
+        }
+        Err(crate::error::closed_by_force())
     }
 
     fn idle_checkpoint(&mut self, threshold: i32) {
@@ -218,6 +255,21 @@ impl Writer {
                 return Err(Error::Internal("a savepoint outside a transaction".into()))
             }
             _ => {}
+        }
+        if self.lost && job.tx.is_some() {
+            match job.kind {
+                WriteKind::Rollback => {
+                    self.held_by = None;
+                    self.lost = false;
+                    return Ok(Output::Done);
+                }
+                WriteKind::Commit => {
+                    self.held_by = None;
+                    self.lost = false;
+                    return Err(transaction_lost());
+                }
+                _ => return Err(transaction_lost()),
+            }
         }
         let in_tx = self.held_by.is_some();
         let out = match job.kind {
@@ -286,6 +338,10 @@ impl Writer {
                 Ok(Output::Done)
             }
         };
+        if in_tx && out.is_err() && self.held_by.is_some() && self.conn.is_autocommit() {
+            // An interrupted write inside a transaction makes SQLite roll back all of it.
+            self.lost = true;
+        }
         if self.held_by.is_none() {
             self.idle_checkpoint(CHECKPOINT_BUSY_PAGES);
         }
@@ -324,5 +380,15 @@ impl Writer {
             self.conn.flush_prepared_statement_cache();
         }
         self.listener.committed(changes, schema_changed);
+    }
+}
+
+fn transaction_lost() -> Error {
+    Error::Sqlite {
+        code: rusqlite::ffi::SQLITE_ABORT_ROLLBACK,
+        message: "the transaction was rolled back by SQLite when a statement in it was interrupted; \
+                  nothing of it was committed"
+            .into(),
+        sql: None,
     }
 }

@@ -117,32 +117,53 @@ impl NativeDatabase {
     }
 
     /// A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
+    /// `cancellable`: `cancel(id)` may be called for it (see `cancel`).
     #[napi]
-    pub fn read(&self, env: Env, id: u32, sql: String, params: Unknown, format: u32) -> Result<()> {
+    pub fn read(&self, env: Env, id: u32, sql: String, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
         let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+        let cancellable = cancellable.unwrap_or(false);
         self.db
-            .read(ReadJob { id, sql, params, format: read_format(format) })
+            .read(ReadJob { id, sql, params, format: read_format(format), cancellable })
             .map_err(|e| core_error(&env, e))
     }
 
     /// A read on the writer connection (inside a transaction: sees its uncommitted writes).
     #[napi]
-    pub fn writer_read(&self, env: Env, id: u32, tx: u32, sql: String, params: Unknown, format: u32) -> Result<()> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn writer_read(
+        &self,
+        env: Env,
+        id: u32,
+        tx: u32,
+        sql: String,
+        params: Unknown,
+        format: u32,
+        cancellable: Option<bool>,
+    ) -> Result<()> {
         let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-        self.submit(&env, id, tx, WriteKind::Read { sql, params, format: read_format(format) })
+        self.submit(&env, id, tx, WriteKind::Read { sql, params, format: read_format(format) }, cancellable)
     }
 
     #[napi]
-    pub fn execute(&self, env: Env, id: u32, tx: u32, sql: String, params: Unknown) -> Result<()> {
+    pub fn execute(&self, env: Env, id: u32, tx: u32, sql: String, params: Unknown, cancellable: Option<bool>) -> Result<()> {
         let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-        self.submit(&env, id, tx, WriteKind::Execute { sql, params })
+        self.submit(&env, id, tx, WriteKind::Execute { sql, params }, cancellable)
     }
 
     #[napi]
-    pub fn execute_batch(&self, env: Env, id: u32, tx: u32, sql: String, param_sets: Unknown) -> Result<()> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn execute_batch(
+        &self,
+        env: Env,
+        id: u32,
+        tx: u32,
+        sql: String,
+        param_sets: Unknown,
+        cancellable: Option<bool>,
+    ) -> Result<()> {
         let sets: Vec<Params> =
             unsafe { values::to_param_sets(env.raw(), param_sets.raw()) }.map_err(|e| throw(&env, e))?;
-        self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Each(sets) })
+        self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Each(sets) }, cancellable)
     }
 
     /// `executeBatch` with positional sets packed by the JS side (experiment 005): a few
@@ -161,6 +182,7 @@ impl NativeDatabase {
         bigs: BigInt64Array,
         text: String,
         blobs: Vec<Buffer>,
+        cancellable: Option<bool>,
     ) -> Result<()> {
         let packed = quietsqlite_core::PackedSets {
             set_lens: set_lens.to_vec(),
@@ -170,7 +192,7 @@ impl NativeDatabase {
             text: text.into_bytes(),
             blobs: blobs.iter().map(|b| b.to_vec()).collect(),
         };
-        self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Packed(packed) })
+        self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Packed(packed) }, cancellable)
     }
 
     /// `mode`: 0 deferred, 1 immediate, 2 exclusive.
@@ -181,17 +203,25 @@ impl NativeDatabase {
             2 => TxMode::Exclusive,
             _ => TxMode::Immediate,
         };
-        self.submit(&env, id, tx, WriteKind::Begin { mode })
+        self.submit(&env, id, tx, WriteKind::Begin { mode }, None)
     }
 
     #[napi]
     pub fn commit(&self, env: Env, id: u32, tx: u32) -> Result<()> {
-        self.submit(&env, id, tx, WriteKind::Commit)
+        self.submit(&env, id, tx, WriteKind::Commit, None)
     }
 
     #[napi]
     pub fn rollback(&self, env: Env, id: u32, tx: u32) -> Result<()> {
-        self.submit(&env, id, tx, WriteKind::Rollback)
+        self.submit(&env, id, tx, WriteKind::Rollback, None)
+    }
+
+    /// Cancels a request sent with `cancellable`. Returns 0: it already finished (its
+    /// completion is on its way); 1: it was queued and never runs (no completion follows);
+    /// 2: it is running and is being interrupted (its completion follows).
+    #[napi]
+    pub fn cancel(&self, id: u32) -> u32 {
+        self.db.cancel(id) as u32
     }
 
     /// A nested transaction's savepoint at `depth` (1 = first level). `op`: 0 begins it,
@@ -210,6 +240,13 @@ impl NativeDatabase {
     #[napi]
     pub fn close(&self, id: u32) {
         self.db.close(id);
+    }
+
+    /// For `close({ force: true })`: interrupts running statements; queued requests fail as
+    /// closed without running.
+    #[napi]
+    pub fn stop_all(&self) {
+        self.db.stop_all();
     }
 
     /// Stops delivering completions (after the close completion arrived).
@@ -284,7 +321,8 @@ impl Drop for NativeDatabase {
 }
 
 impl NativeDatabase {
-    fn submit(&self, env: &Env, id: u32, tx: u32, kind: WriteKind) -> Result<()> {
-        self.db.write(WriteJob { id, tx: tx_of(tx), kind }).map_err(|e| core_error(env, e))
+    fn submit(&self, env: &Env, id: u32, tx: u32, kind: WriteKind, cancellable: Option<bool>) -> Result<()> {
+        let job = WriteJob { id, tx: tx_of(tx), kind, cancellable: cancellable.unwrap_or(false) };
+        self.db.write(job).map_err(|e| core_error(env, e))
     }
 }
