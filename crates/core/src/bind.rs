@@ -50,6 +50,13 @@ pub fn bind(stmt: &mut Statement<'_>, params: &Params) -> Result<()> {
             for (key, v) in pairs {
                 let index = find_named(stmt, key)?
                     .ok_or_else(|| Error::Range(format!("unknown named parameter '{key}'")))?;
+                if bound[index] {
+                    // `{a: 1, ':a': 2}`: two keys for one parameter; neither may win silently.
+                    let n = stmt.parameter_name(index).unwrap_or("?");
+                    return Err(Error::Range(format!(
+                        "named parameter '{n}' is given twice (key '{key}' names it again)"
+                    )));
+                }
                 bound[index] = true;
                 stmt.raw_bind_parameter(index, to_sql(v))?;
             }

@@ -39,7 +39,7 @@ impl Database {
         let readonly = opts.readonly;
         let opts_readers = opts.readers;
         let tracking = Arc::new(AtomicBool::new(false));
-        let location = Location::resolve(&opts.path);
+        let location = Location::resolve(&opts.path)?;
         location.check_shareable()?;
         let poll_target = match (&location.temporary, readonly) {
             (None, true) => Some((location.clone(), opts.clone())),

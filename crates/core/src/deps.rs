@@ -69,6 +69,8 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
     conn.prepare_cached("SELECT 1 FROM sqlite_schema LIMIT 1")
         .and_then(|mut s| s.raw_query().next().map(|_| ()))
         .map_err(Error::from)?;
+    // Before rusqlite's prepare sees the text: it recurses once per extra statement.
+    crate::query::require_one_statement(conn, sql)?;
     let mut collector = Collector { reads: Vec::new() };
     let db = unsafe { conn.handle() };
     unsafe {

@@ -1,5 +1,13 @@
 //! Values crossing the API boundary: parameters going in.
 
+/// The most parameters one statement can take (SQLITE_MAX_VARIABLE_NUMBER of the bundled
+/// SQLite). Front ends refuse longer parameter lists before allocating anything for them.
+pub const MAX_PARAMETERS: u32 = 32766;
+
+/// The longest TEXT or BLOB value SQLite stores (SQLITE_MAX_LENGTH): front ends refuse a
+/// longer value before copying it.
+pub const MAX_VALUE_BYTES: usize = 1_000_000_000;
+
 /// One SQLite value as bound to a statement parameter.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {

@@ -129,7 +129,20 @@ pub fn check(status: sys::napi_status) -> NapiResult<()> {
     }
 }
 
+/// Test hook (`test-hooks` builds): the next completion's conversion panics.
+#[cfg(feature = "test-hooks")]
+pub static PANIC_IN_NEXT_DELIVERY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 unsafe extern "C" fn call_js(env: sys::napi_env, callback: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
+    // Called by Node: a panic unwinding out of here would abort the process.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: Node calls this on the JS thread with the tsfn's env, callback and context
+        // (the sink, kept alive by the reference finalize_tsfn releases).
+        unsafe { deliver(env, callback, context) }
+    }));
+}
+
+unsafe fn deliver(env: sys::napi_env, callback: sys::napi_value, context: *mut c_void) {
     if env.is_null() || context.is_null() {
         return;
     }
@@ -143,8 +156,31 @@ unsafe extern "C" fn call_js(env: sys::napi_env, callback: sys::napi_value, cont
         return;
     }
     for (i, c) in batch.into_iter().enumerate() {
+        let at = (i * 3) as u32;
+        let id = c.id;
+        // A panic converting one completion rejects that request alone (every promise
+        // settles); the others are still delivered.
+        let converted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            #[cfg(feature = "test-hooks")]
+            if PANIC_IN_NEXT_DELIVERY.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                panic!("a test panic while converting a completion");
+            }
+            completion_to_js(env, array, at, c)
+        }));
+        let converted = match converted {
+            Ok(r) => r,
+            Err(_) => {
+                let failed = Completion {
+                    id,
+                    result: Err(quietsqlite_core::Error::Internal(
+                        "quietsqlite panicked (a bug) while converting this result".into(),
+                    )),
+                };
+                completion_to_js(env, array, at, failed)
+            }
+        };
         // A conversion failure (out of memory) leaves a pending exception that Node reports.
-        if completion_to_js(env, array, (i * 3) as u32, c).is_err() {
+        if converted.is_err() {
             return;
         }
     }
@@ -156,14 +192,22 @@ unsafe extern "C" fn call_js(env: sys::napi_env, callback: sys::napi_value, cont
 }
 
 unsafe extern "C" fn finalize_tsfn(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    let sink = Arc::from_raw(data as *const NodeSink);
-    sink.mark_released();
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: `data` is the reference NodeSink::new leaked for the tsfn; Node calls this
+        // finalizer once, so it is released exactly once.
+        let sink = unsafe { Arc::from_raw(data as *const NodeSink) };
+        sink.mark_released();
+    });
 }
 
 /// Env teardown (a Worker terminated, the process exiting): stop calling into JS.
 unsafe extern "C" fn on_env_cleanup(arg: *mut c_void) {
-    let sink = &*(arg as *const NodeSink);
-    sink.mark_released();
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: `arg` is the reference CleanupHook::add leaked; it is dropped only after
+        // the hook is removed, so it is alive whenever Node calls the hook.
+        let sink = unsafe { &*(arg as *const NodeSink) };
+        sink.mark_released();
+    });
 }
 
 /// The env cleanup hook of one database; removed when the database is disposed, so
