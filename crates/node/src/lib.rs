@@ -354,7 +354,7 @@ impl NativeDatabase {
         guard(&env, || self.db.panic_for_tests(id).map_err(|e| core_error(&env, e)))
     }
 
-    /// Panics on the JS thread inside this exported method (`where` 0), or (`where` 1) in
+    /// Panics on the JS thread inside this exported method (`place` 0), or (`place` 1) in
     /// the conversion of the next completion delivered to JS.
     #[napi]
     pub fn panic_on_js_thread(&self, env: Env, place: u32) -> Result<()> {
