@@ -101,3 +101,27 @@ pub fn bind_refs(stmt: &mut Statement<'_>, values: &[rusqlite::types::ValueRef<'
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::Connection;
+
+    #[test]
+    fn two_keys_for_one_parameter_are_refused_by_name_not_value() {
+        let conn = Connection::open_in_memory().unwrap();
+        let mut stmt = conn.prepare("SELECT :a").unwrap();
+        let twice = Params::Named(vec![
+            ("a".into(), Value::Text("s3cret".into())),
+            (":a".into(), Value::Text("s3cret".into())),
+        ]);
+        match bind(&mut stmt, &twice) {
+            Err(Error::Range(m)) => {
+                assert!(m.contains("':a' is given twice"), "{m}");
+                assert!(!m.contains("s3cret"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(bind(&mut stmt, &Params::Named(vec![("a".into(), Value::Integer(1))])).is_ok());
+    }
+}

@@ -72,6 +72,7 @@ impl From<rusqlite::Error> for Error {
 
 /// SQLite's English text for a result code.
 pub fn code_message(code: i32) -> String {
+    // SAFETY: sqlite3_errstr returns a static NUL-terminated string (or null) for any code.
     unsafe {
         let p = rusqlite::ffi::sqlite3_errstr(code);
         if p.is_null() {

@@ -223,6 +223,7 @@ impl NativeDatabase {
                 text: text.into_bytes(),
                 blobs: blobs.iter().map(|b| b.to_vec()).collect(),
             };
+            packed.check().map_err(|e| core_error(&env, e))?;
             self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Packed(packed) })
         })
     }

@@ -56,7 +56,8 @@ impl NodeSink {
             drop(Arc::from_raw(context as *const NodeSink));
             return Err(status);
         }
-        // Safe: nobody else can observe the sink yet (no thread has it).
+        // SAFETY: nobody else can observe the sink yet (no thread has it, and Node calls
+        // call_js only after this function returns to the JS thread's event loop).
         let raw = Arc::as_ptr(&sink) as *mut NodeSink;
         (*raw).tsfn = tsfn;
         check(sys::napi_unref_threadsafe_function(env, tsfn))?;
@@ -83,6 +84,8 @@ impl NodeSink {
         }
         q.released = true;
         q.items.clear();
+        // SAFETY: the tsfn is alive until this release (guarded by `released`, set once
+        // under the lock, so it is released exactly once).
         unsafe {
             sys::napi_release_threadsafe_function(self.tsfn, sys::ThreadsafeFunctionReleaseMode::release);
         }
@@ -110,6 +113,7 @@ impl CompletionSink for NodeSink {
         q.items.push(completion);
         if was_empty {
             // Non-blocking on an unbounded queue: napi_ok, or napi_closing during teardown.
+            // SAFETY: callable from any thread while not released (checked under the lock).
             unsafe {
                 sys::napi_call_threadsafe_function(
                     self.tsfn,
@@ -220,6 +224,7 @@ pub struct CleanupHook {
 impl CleanupHook {
     pub fn add(env: sys::napi_env, sink: &Arc<NodeSink>) -> CleanupHook {
         let arg = Arc::into_raw(sink.clone()) as *mut c_void;
+        // SAFETY: on the JS thread with its env; `arg` holds a reference until `remove`.
         unsafe { sys::napi_add_env_cleanup_hook(env, Some(on_env_cleanup), arg) };
         CleanupHook { env, arg }
     }
@@ -229,6 +234,7 @@ impl CleanupHook {
         if self.arg.is_null() {
             return;
         }
+        // SAFETY: the reference `add` leaked, dropped once (arg is nulled after).
         unsafe {
             sys::napi_remove_env_cleanup_hook(self.env, Some(on_env_cleanup), self.arg);
             drop(Arc::from_raw(self.arg as *const NodeSink));

@@ -9,6 +9,10 @@ use std::ptr;
 
 pub type NapiResult<T> = Result<T, sys::napi_status>;
 
+// SAFETY (every `unsafe fn` of this module): called on the JS thread, inside a Node-API call
+// or callback, with that call's `env` and values created in its scope. Sizes that come from
+// JS are checked before they size an allocation or a slice (MAX_PARAMETERS, MAX_VALUE_BYTES).
+
 /// A parameter that cannot be converted: the message names it.
 pub enum ParamError {
     Type(String),
@@ -259,6 +263,8 @@ pub unsafe fn to_param_sets(env: sys::napi_env, v: sys::napi_value) -> Result<Ve
 // ---- completions to JS ----
 
 unsafe extern "C" fn free_vec(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` is the Box `buffer` leaked for this external buffer; Node calls the
+    // finalizer once. Dropping a Vec cannot panic, so nothing unwinds into Node.
     drop(Box::from_raw(hint as *mut Vec<u8>));
 }
 
@@ -279,6 +285,9 @@ unsafe fn buffer(env: sys::napi_env, bytes: Vec<u8>) -> NapiResult<sys::napi_val
     let data = boxed.as_ptr() as *mut c_void;
     let len = boxed.len();
     let hint = Box::into_raw(boxed);
+    // SAFETY: `data` stays valid until free_vec runs (the Vec's heap block does not move
+    // when the Box moves). On failure Node did not take the finalizer: the Box is taken
+    // back here exactly once, and a copy is tried where external buffers are refused.
     let status = sys::napi_create_external_buffer(env, len, data, Some(free_vec), hint as *mut c_void, &mut out);
     if status == sys::Status::napi_ok {
         return Ok(out);
@@ -310,6 +319,8 @@ unsafe fn int64(env: sys::napi_env, i: i64) -> NapiResult<sys::napi_value> {
 
 pub(crate) unsafe fn string(env: sys::napi_env, s: &str) -> NapiResult<sys::napi_value> {
     let mut out = ptr::null_mut();
+    // A Rust string's length is at most isize::MAX; a string longer than V8 allows is an
+    // error status (ERR_STRING_TOO_LONG), not a crash.
     ok(sys::napi_create_string_utf8(env, s.as_ptr() as *const _, s.len() as isize, &mut out))?;
     Ok(out)
 }
