@@ -39,7 +39,7 @@ export declare class NativeDatabase {
   /** A reader thread panics while serving request `id`. */
   panicForTests(id: number): void
   /**
-   * Panics on the JS thread inside this exported method (`where` 0), or (`where` 1) in
+   * Panics on the JS thread inside this exported method (`place` 0), or (`place` 1) in
    * the conversion of the next completion delivered to JS.
    */
   panicOnJsThread(place: number): void
