@@ -6,6 +6,7 @@ import { binding, type NativeDatabase } from './native';
 import {
   checkKeys,
   checkParams,
+  checkPath,
   checkSql,
   resolveCallOptions,
   resolveOpenOptions,
@@ -30,6 +31,21 @@ import {
   type TransactionOptions,
 } from './transaction';
 import { LiveQuery, type LiveHost, type StreamOptions } from './stream';
+
+/** Entry points only an addon built with the `test-hooks` feature has (`npm test`). */
+interface TestHooks {
+  liveStats(): number[];
+  panicForTests(id: number): void;
+  panicOnJsThread(place: number): void;
+}
+
+function testHooks(native: NativeDatabase): TestHooks {
+  const hooks = native as unknown as Partial<TestHooks>;
+  if (typeof hooks.panicForTests !== 'function') {
+    throw new Error('this addon was built without test hooks; `npm run build:test` builds them');
+  }
+  return hooks as TestHooks;
+}
 
 /** Files behind open `:memory:` databases: removed at exit even if close() never ran. */
 const temporaryFiles = new Set<string>();
@@ -99,9 +115,7 @@ export class Database implements Executor, TransactionHost {
    * shared by all of its connections). Connections open on native threads.
    */
   static async open(path: string, options?: OpenOptions): Promise<Database> {
-    if (typeof path !== 'string' || path.length === 0) {
-      throw new TypeError('path must be a non-empty string (a file path, a file: URI or :memory:)');
-    }
+    checkPath(path);
     const o = resolveOpenOptions(options);
     const requests = new Requests(o.intMode);
     const openId = requests.id();
@@ -430,18 +444,25 @@ export class Database implements Executor, TransactionHost {
 
   /** @internal test hook: `{ groups, reruns }` of the native live-query registry. */
   [Symbol.for('quietsqlite.liveStats')](): { groups: number; reruns: number } {
-    const [groups, reruns] = this.#native.liveStats();
+    const [groups, reruns] = testHooks(this.#native).liveStats();
     return { groups: groups!, reruns: reruns! };
   }
 
   /** @internal test hook: a native reader panics; the promise must reject, not crash. */
   [Symbol.for('quietsqlite.panicForTests')](): Promise<void> {
+    const hooks = testHooks(this.#native);
     return this.#requests.start<void>(Kind.Done, 'object', (id) => {
       try {
-        this.#native.panicForTests(id);
+        hooks.panicForTests(id);
       } catch (err) {
         throw fromNativeThrow(err);
       }
     });
+  }
+
+  /** @internal test hook: a panic on the JS thread, in an exported method (0) or in the
+   * conversion of the next completion (1). */
+  [Symbol.for('quietsqlite.panicOnJsThread')](place: 0 | 1): void {
+    testHooks(this.#native).panicOnJsThread(place);
   }
 }

@@ -7,6 +7,7 @@ export type NativeDatabase = NativeDatabaseClass;
 
 interface Binding {
   NativeDatabase: typeof NativeDatabaseClass;
+  MAX_PARAMETERS: number;
 }
 
 function load(): Binding {

@@ -162,8 +162,19 @@ export function resolveCallOptions(options: unknown, withRowMode: boolean, defau
   return { rowMode, signal, timeoutMs };
 }
 
+/** Every method's SQL passes here: SQLite stops reading text at a NUL, so whatever follows
+ * one would silently not run. */
 export function checkSql(sql: unknown): asserts sql is string {
   if (typeof sql !== 'string') throw new TypeError(`sql must be a string, got ${sql === null ? 'null' : typeof sql}`);
+  if (sql.includes('\0')) throw new TypeError('SQL text contains a NUL character');
+}
+
+/** The path given to Database.open (a NUL would end it early in the operating system). */
+export function checkPath(path: unknown): asserts path is string {
+  if (typeof path !== 'string' || path.length === 0) {
+    throw new TypeError('path must be a non-empty string (a file path, a file: URI or :memory:)');
+  }
+  if (path.includes('\0')) throw new TypeError('the database path contains a NUL character');
 }
 
 export function checkParams(params: unknown): void {

@@ -4,6 +4,8 @@
 // type rules are those of DESIGN.md ("Values"), and a value that breaks them is reported
 // here, naming it, before anything is sent.
 
+import { binding } from './native';
+
 export const PACKED_NULL = 0;
 export const PACKED_INTEGER = 1;
 export const PACKED_REAL = 2;
@@ -18,6 +20,38 @@ export interface PackedSets {
   bigs: BigInt64Array;
   text: string;
   blobs: Buffer[];
+}
+
+/** The most parameters one statement takes (one truth: the native core's constant). */
+export const MAX_PARAMETERS: number = binding.MAX_PARAMETERS;
+
+// The engine's own getters, not properties an object may shadow (`{ byteLength: 1e9 }` on a
+// Uint8Array instance): a view binds exactly its own bytes.
+const typedArrayProto = Object.getPrototypeOf(Uint8Array.prototype) as object;
+function intrinsicGetter(proto: object, name: string): (this: unknown) => unknown {
+  return Object.getOwnPropertyDescriptor(proto, name)!.get!;
+}
+const TA_BUFFER = intrinsicGetter(typedArrayProto, 'buffer');
+const TA_OFFSET = intrinsicGetter(typedArrayProto, 'byteOffset');
+const TA_LENGTH = intrinsicGetter(typedArrayProto, 'byteLength');
+const DV_BUFFER = intrinsicGetter(DataView.prototype, 'buffer');
+const DV_OFFSET = intrinsicGetter(DataView.prototype, 'byteOffset');
+const DV_LENGTH = intrinsicGetter(DataView.prototype, 'byteLength');
+
+// ES2024 string methods (Node 20+), not in the ES2022 lib this package compiles against.
+type Es2024String = string & { isWellFormed(): boolean; toWellFormed(): string };
+function wellFormed(x: string): string {
+  const s = x as Es2024String;
+  return s.isWellFormed() ? x : s.toWellFormed();
+}
+
+/** A Buffer over exactly the bytes of an ArrayBuffer view (no copy). */
+function viewBytes(x: ArrayBufferView): Buffer {
+  const dv = x instanceof DataView;
+  const buffer = (dv ? DV_BUFFER : TA_BUFFER).call(x) as ArrayBuffer;
+  const offset = (dv ? DV_OFFSET : TA_OFFSET).call(x) as number;
+  const length = (dv ? DV_LENGTH : TA_LENGTH).call(x) as number;
+  return Buffer.from(buffer, offset, length);
 }
 
 const INT64_MIN = -9223372036854775808;
@@ -37,6 +71,12 @@ export function packParamSets(sets: readonly unknown[]): PackedSets | undefined 
   for (let i = 0; i < sets.length; i++) {
     const s = sets[i];
     if (!Array.isArray(s)) return undefined;
+    // A sparse set may claim 2^32-1 values: refused before anything is sized by it.
+    if (s.length > MAX_PARAMETERS) {
+      throw new RangeError(
+        `paramSets[${i}] has ${s.length} elements; a statement takes at most ${MAX_PARAMETERS} parameters`,
+      );
+    }
     total += s.length;
   }
   const setLens = new Uint32Array(sets.length);
@@ -60,7 +100,10 @@ export function packParamSets(sets: readonly unknown[]): PackedSets | undefined 
         case 'string':
           tags[v] = PACKED_TEXT;
           nums[v] = x.length;
-          texts.push(x);
+          // Each value is made well-formed on its own (a lone surrogate becomes U+FFFD, as
+          // `execute` converts it): joined raw, a lone surrogate at a value's edge could pair
+          // with its neighbour's and shift every later value. U+FFFD keeps the UTF-16 length.
+          texts.push(wellFormed(x));
           break;
         case 'boolean':
           tags[v] = PACKED_INTEGER;
@@ -82,7 +125,7 @@ export function packParamSets(sets: readonly unknown[]): PackedSets | undefined 
           } else if (ArrayBuffer.isView(x)) {
             tags[v] = PACKED_BLOB;
             nums[v] = blobs.length;
-            blobs.push(Buffer.from(x.buffer, x.byteOffset, x.byteLength));
+            blobs.push(viewBytes(x));
           } else {
             throw unsupported(`paramSets[${i}][${j}]`, x);
           }

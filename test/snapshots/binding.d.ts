@@ -55,8 +55,17 @@ export declare class NativeDatabase {
   liveStats(): Array<number>
   /** EXPERIMENT (docs/experiments/001-result-path.md): rows built with Node-API calls. */
   experimentNativeRows(encoded: Buffer): unknown
+  /** A reader thread panics while serving request `id`. */
   panicForTests(id: number): void
+  /**
+   * Panics on the JS thread inside this exported method (`place` 0), or (`place` 1) in
+   * the conversion of the next completion delivered to JS.
+   */
+  panicOnJsThread(place: number): void
 }
+
+/** The most parameters one statement takes: the JS layer refuses longer lists with it. */
+export declare const MAX_PARAMETERS: number
 
 export interface NativeOpenOptions {
   readers: number

@@ -50,6 +50,13 @@ pub fn bind(stmt: &mut Statement<'_>, params: &Params) -> Result<()> {
             for (key, v) in pairs {
                 let index = find_named(stmt, key)?
                     .ok_or_else(|| Error::Range(format!("unknown named parameter '{key}'")))?;
+                if bound[index] {
+                    // `{a: 1, ':a': 2}`: two keys for one parameter; neither may win silently.
+                    let n = stmt.parameter_name(index).unwrap_or("?");
+                    return Err(Error::Range(format!(
+                        "named parameter '{n}' is given twice (key '{key}' names it again)"
+                    )));
+                }
                 bound[index] = true;
                 stmt.raw_bind_parameter(index, to_sql(v))?;
             }
@@ -93,4 +100,28 @@ pub fn bind_refs(stmt: &mut Statement<'_>, values: &[rusqlite::types::ValueRef<'
         stmt.raw_bind_parameter(i + 1, ToSqlOutput::Borrowed(*v))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::Connection;
+
+    #[test]
+    fn two_keys_for_one_parameter_are_refused_by_name_not_value() {
+        let conn = Connection::open_in_memory().unwrap();
+        let mut stmt = conn.prepare("SELECT :a").unwrap();
+        let twice = Params::Named(vec![
+            ("a".into(), Value::Text("s3cret".into())),
+            (":a".into(), Value::Text("s3cret".into())),
+        ]);
+        match bind(&mut stmt, &twice) {
+            Err(Error::Range(m)) => {
+                assert!(m.contains("':a' is given twice"), "{m}");
+                assert!(!m.contains("s3cret"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(bind(&mut stmt, &Params::Named(vec![("a".into(), Value::Integer(1))])).is_ok());
+    }
 }

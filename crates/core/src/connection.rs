@@ -41,6 +41,52 @@ pub fn default_readers() -> usize {
 
 static MEMORY_DB_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// 128 bits no other user can predict: std's `RandomState` keys come from the operating
+/// system's random source (once per thread, then varied per instance); hashing a counter
+/// and the time with two of them gives a fresh name each call without a new dependency.
+fn unpredictable_name() -> String {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    let n = MEMORY_DB_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let mut parts = [0u64; 2];
+    for (i, part) in parts.iter_mut().enumerate() {
+        let mut h = RandomState::new().build_hasher();
+        h.write_u64(n);
+        h.write_u128(now);
+        h.write_usize(i);
+        *part = h.finish();
+    }
+    format!("{:016x}{:016x}", parts[0], parts[1])
+}
+
+/// Creates the file behind a `:memory:` database: new (never an existing file or a link
+/// someone planted), readable by this user only. SQLite gives the -wal and -shm files the
+/// main file's permissions.
+fn create_private_file(dir: &Path) -> Result<PathBuf> {
+    let mut last = None;
+    for _ in 0..16 {
+        let file = dir.join(format!("quietsqlite-memory-{}.db", unpredictable_name()));
+        let mut o = std::fs::OpenOptions::new();
+        o.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        match o.open(&file) {
+            Ok(_) => return Ok(file),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(memory_file_error(dir, e)),
+        }
+    }
+    Err(memory_file_error(dir, last.expect("the loop ran")))
+}
+
+fn memory_file_error(dir: &Path, e: std::io::Error) -> Error {
+    Error::sqlite(
+        rusqlite::ffi::SQLITE_CANTOPEN,
+        format!("could not create the file behind ':memory:' in {}: {e}", dir.display()),
+    )
+}
+
 /// Where the connections of one database open.
 #[derive(Debug, Clone)]
 pub struct Location {
@@ -53,19 +99,19 @@ impl Location {
     /// `:memory:` becomes a private database file in RAM-backed storage (`/dev/shm` where it
     /// exists), so the writer and every reader share it with WAL's concurrency: SQLite's own
     /// shared in-memory databases block every reader while a write transaction is open.
-    pub fn resolve(path: &str) -> Location {
+    /// That file is created here, before SQLite opens it (see `create_private_file`).
+    pub fn resolve(path: &str) -> Result<Location> {
         if path == ":memory:" {
-            let n = MEMORY_DB_COUNTER.fetch_add(1, Ordering::Relaxed);
             let shm = Path::new("/dev/shm");
             let dir = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
-            let file = dir.join(format!("quietsqlite-memory-{}-{n}.db", std::process::id()));
+            let file = create_private_file(&dir)?;
             let uri = format!("file:{}", uri_escape(&file.to_string_lossy()));
-            return Location { uri, temporary: Some(file) };
+            return Ok(Location { uri, temporary: Some(file) });
         }
         if path.starts_with("file:") {
-            return Location { uri: path.to_owned(), temporary: None };
+            return Ok(Location { uri: path.to_owned(), temporary: None });
         }
-        Location { uri: format!("file:{}", uri_escape(path)), temporary: None }
+        Ok(Location { uri: format!("file:{}", uri_escape(path)), temporary: None })
     }
 
     /// The URI for read-only connections: a `mode=rw`/`mode=rwc` query parameter would
@@ -180,13 +226,69 @@ pub fn apply_pragma(conn: &Connection, name: &str, value: &str) -> Result<()> {
     if !valid_name {
         return Err(Error::Type(format!("invalid pragma name '{name}'")));
     }
-    if value.contains(';') {
-        return Err(Error::Type(format!("invalid value for pragma '{name}': '{value}'")));
+    // Messages never repeat the value: a pragma value may be a secret (an encryption key).
+    if value.contains(';') || value.contains('\0') {
+        return Err(Error::Type(format!("invalid value for pragma '{name}': it may not contain ';' or NUL")));
     }
     let sql = format!("PRAGMA {name} = {value}");
+    // SQLite's own message may quote the value ("near ...: syntax error"): report the
+    // code's generic text, with the pragma's name and no SQL.
+    let fail = |e: rusqlite::Error| match Error::from(e) {
+        Error::Sqlite { code, .. } => Error::Sqlite {
+            code,
+            message: format!("pragma '{name}' could not be set: {}", crate::error::code_message(code)),
+            sql: None,
+        },
+        other => other,
+    };
     // Some pragmas answer with a row (journal_mode), others with none.
-    let mut stmt = conn.prepare(&sql).map_err(|e| Error::from(e).with_sql(&sql))?;
+    let mut stmt = conn.prepare(&sql).map_err(fail)?;
     let mut rows = stmt.raw_query();
-    while rows.next().map_err(|e| Error::from(e).with_sql(&sql))?.is_some() {}
+    while rows.next().map_err(fail)?.is_some() {}
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn memory_files_are_private_new_and_unpredictable() {
+        use std::os::unix::fs::PermissionsExt;
+        let a = Location::resolve(":memory:").unwrap();
+        let b = Location::resolve(":memory:").unwrap();
+        let (fa, fb) = (a.temporary.clone().unwrap(), b.temporary.clone().unwrap());
+        assert_ne!(fa, fb);
+        let mode = std::fs::metadata(&fa).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let name = fa.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.contains(&std::process::id().to_string()), "{name}");
+        assert_eq!(name.len(), "quietsqlite-memory-.db".len() + 32);
+        // The WAL and shared-memory files SQLite creates take the main file's mode.
+        let conn = open_writer(&a, &OpenOptions::new(":memory:")).unwrap();
+        conn.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1)").unwrap();
+        for suffix in ["-wal", "-shm"] {
+            let mut p = fa.clone().into_os_string();
+            p.push(suffix);
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{suffix}");
+        }
+        drop(conn);
+        a.remove_temporary();
+        b.remove_temporary();
+        assert!(!fa.exists() && !fb.exists());
+    }
+
+    #[test]
+    fn pragma_errors_do_not_repeat_the_value() {
+        let conn = Connection::open_in_memory().unwrap();
+        for value in ["'s3cret'; DROP TABLE x", "s3cret garbage here"] {
+            let e = apply_pragma(&conn, "user_version", value).unwrap_err();
+            assert!(!e.to_string().contains("s3cret"), "{e}");
+            if let Error::Sqlite { sql, .. } = &e {
+                assert!(sql.is_none());
+            }
+        }
+    }
 }

@@ -75,7 +75,7 @@ impl Database {
         let tracking = Arc::new(AtomicBool::new(false));
         let cancellation = Arc::new(Cancellation::default());
         let thread_cancellation = cancellation.clone();
-        let location = Location::resolve(&opts.path);
+        let location = Location::resolve(&opts.path)?;
         location.check_shareable()?;
         let poll_target = match (&location.temporary, readonly) {
             (None, true) => Some((location.clone(), opts.clone())),

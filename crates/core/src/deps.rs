@@ -42,6 +42,7 @@ unsafe fn opt_str(p: *const c_char) -> String {
     if p.is_null() {
         String::new()
     } else {
+        // SAFETY: SQLite passes NUL-terminated names valid during the authorizer call.
         CStr::from_ptr(p).to_string_lossy().into_owned()
     }
 }
@@ -55,6 +56,8 @@ unsafe extern "C" fn collect(
     _accessor: *const c_char,
 ) -> c_int {
     if action == ffi::SQLITE_READ {
+        // SAFETY: `ctx` is the collector `dependencies` registered, alive (on its stack) until
+        // it unregisters the authorizer; called on that thread during its prepare.
         let c = &mut *(ctx as *mut Collector);
         c.reads.push((opt_str(schema), opt_str(table), opt_str(column)));
     }
@@ -72,7 +75,11 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
     conn.prepare_cached("SELECT 1 FROM sqlite_schema LIMIT 1")
         .and_then(|mut s| s.raw_query().next().map(|_| ()))
         .map_err(Error::from)?;
+    // Before rusqlite's prepare sees the text: it recurses once per extra statement.
+    crate::query::require_one_statement(conn, sql)?;
     let mut collector = Collector { reads: Vec::new() };
+    // SAFETY: the handle is valid while `conn` is borrowed; the collector outlives the
+    // authorizer's registration (removed below before `collector` goes out of scope).
     let db = unsafe { conn.handle() };
     unsafe {
         ffi::sqlite3_set_authorizer(db, Some(collect), &mut collector as *mut Collector as *mut c_void);

@@ -88,6 +88,7 @@ impl From<rusqlite::Error> for Error {
 
 /// SQLite's English text for a result code.
 pub fn code_message(code: i32) -> String {
+    // SAFETY: sqlite3_errstr returns a static NUL-terminated string (or null) for any code.
     unsafe {
         let p = rusqlite::ffi::sqlite3_errstr(code);
         if p.is_null() {
@@ -97,87 +98,135 @@ pub fn code_message(code: i32) -> String {
     }
 }
 
-/// The symbolic name of an extended result code, e.g. `SQLITE_CONSTRAINT_UNIQUE`.
+/// Every result code SQLite 3.54 defines (primary and extended), by number, sorted: the
+/// names of sqlite3.h. Written out as numbers so a code the Rust bindings do not export
+/// (`SQLITE_IOERR_FSTAT` is 7 << 8 | 10) is named all the same.
+const CODE_NAMES: &[(i32, &str)] = &[
+    (0, "SQLITE_OK"),
+    (1, "SQLITE_ERROR"),
+    (2, "SQLITE_INTERNAL"),
+    (3, "SQLITE_PERM"),
+    (4, "SQLITE_ABORT"),
+    (5, "SQLITE_BUSY"),
+    (6, "SQLITE_LOCKED"),
+    (7, "SQLITE_NOMEM"),
+    (8, "SQLITE_READONLY"),
+    (9, "SQLITE_INTERRUPT"),
+    (10, "SQLITE_IOERR"),
+    (11, "SQLITE_CORRUPT"),
+    (12, "SQLITE_NOTFOUND"),
+    (13, "SQLITE_FULL"),
+    (14, "SQLITE_CANTOPEN"),
+    (15, "SQLITE_PROTOCOL"),
+    (16, "SQLITE_EMPTY"),
+    (17, "SQLITE_SCHEMA"),
+    (18, "SQLITE_TOOBIG"),
+    (19, "SQLITE_CONSTRAINT"),
+    (20, "SQLITE_MISMATCH"),
+    (21, "SQLITE_MISUSE"),
+    (22, "SQLITE_NOLFS"),
+    (23, "SQLITE_AUTH"),
+    (24, "SQLITE_FORMAT"),
+    (25, "SQLITE_RANGE"),
+    (26, "SQLITE_NOTADB"),
+    (27, "SQLITE_NOTICE"),
+    (28, "SQLITE_WARNING"),
+    (100, "SQLITE_ROW"),
+    (101, "SQLITE_DONE"),
+    (256, "SQLITE_OK_LOAD_PERMANENTLY"),
+    (257, "SQLITE_ERROR_MISSING_COLLSEQ"),
+    (261, "SQLITE_BUSY_RECOVERY"),
+    (262, "SQLITE_LOCKED_SHAREDCACHE"),
+    (264, "SQLITE_READONLY_RECOVERY"),
+    (266, "SQLITE_IOERR_READ"),
+    (267, "SQLITE_CORRUPT_VTAB"),
+    (270, "SQLITE_CANTOPEN_NOTEMPDIR"),
+    (275, "SQLITE_CONSTRAINT_CHECK"),
+    (279, "SQLITE_AUTH_USER"),
+    (283, "SQLITE_NOTICE_RECOVER_WAL"),
+    (284, "SQLITE_WARNING_AUTOINDEX"),
+    (512, "SQLITE_OK_SYMLINK"),
+    (513, "SQLITE_ERROR_RETRY"),
+    (516, "SQLITE_ABORT_ROLLBACK"),
+    (517, "SQLITE_BUSY_SNAPSHOT"),
+    (518, "SQLITE_LOCKED_VTAB"),
+    (520, "SQLITE_READONLY_CANTLOCK"),
+    (522, "SQLITE_IOERR_SHORT_READ"),
+    (523, "SQLITE_CORRUPT_SEQUENCE"),
+    (526, "SQLITE_CANTOPEN_ISDIR"),
+    (531, "SQLITE_CONSTRAINT_COMMITHOOK"),
+    (539, "SQLITE_NOTICE_RECOVER_ROLLBACK"),
+    (769, "SQLITE_ERROR_SNAPSHOT"),
+    (773, "SQLITE_BUSY_TIMEOUT"),
+    (776, "SQLITE_READONLY_ROLLBACK"),
+    (778, "SQLITE_IOERR_WRITE"),
+    (779, "SQLITE_CORRUPT_INDEX"),
+    (782, "SQLITE_CANTOPEN_FULLPATH"),
+    (787, "SQLITE_CONSTRAINT_FOREIGNKEY"),
+    (795, "SQLITE_NOTICE_RBU"),
+    (1025, "SQLITE_ERROR_RESERVESIZE"),
+    (1032, "SQLITE_READONLY_DBMOVED"),
+    (1034, "SQLITE_IOERR_FSYNC"),
+    (1038, "SQLITE_CANTOPEN_CONVPATH"),
+    (1043, "SQLITE_CONSTRAINT_FUNCTION"),
+    (1281, "SQLITE_ERROR_KEY"),
+    (1288, "SQLITE_READONLY_CANTINIT"),
+    (1290, "SQLITE_IOERR_DIR_FSYNC"),
+    (1294, "SQLITE_CANTOPEN_DIRTYWAL"),
+    (1299, "SQLITE_CONSTRAINT_NOTNULL"),
+    (1537, "SQLITE_ERROR_UNABLE"),
+    (1544, "SQLITE_READONLY_DIRECTORY"),
+    (1546, "SQLITE_IOERR_TRUNCATE"),
+    (1550, "SQLITE_CANTOPEN_SYMLINK"),
+    (1555, "SQLITE_CONSTRAINT_PRIMARYKEY"),
+    (1802, "SQLITE_IOERR_FSTAT"),
+    (1811, "SQLITE_CONSTRAINT_TRIGGER"),
+    (2058, "SQLITE_IOERR_UNLOCK"),
+    (2067, "SQLITE_CONSTRAINT_UNIQUE"),
+    (2314, "SQLITE_IOERR_RDLOCK"),
+    (2323, "SQLITE_CONSTRAINT_VTAB"),
+    (2570, "SQLITE_IOERR_DELETE"),
+    (2579, "SQLITE_CONSTRAINT_ROWID"),
+    (2826, "SQLITE_IOERR_BLOCKED"),
+    (2835, "SQLITE_CONSTRAINT_PINNED"),
+    (3082, "SQLITE_IOERR_NOMEM"),
+    (3091, "SQLITE_CONSTRAINT_DATATYPE"),
+    (3338, "SQLITE_IOERR_ACCESS"),
+    (3594, "SQLITE_IOERR_CHECKRESERVEDLOCK"),
+    (3850, "SQLITE_IOERR_LOCK"),
+    (4106, "SQLITE_IOERR_CLOSE"),
+    (4362, "SQLITE_IOERR_DIR_CLOSE"),
+    (4618, "SQLITE_IOERR_SHMOPEN"),
+    (4874, "SQLITE_IOERR_SHMSIZE"),
+    (5130, "SQLITE_IOERR_SHMLOCK"),
+    (5386, "SQLITE_IOERR_SHMMAP"),
+    (5642, "SQLITE_IOERR_SEEK"),
+    (5898, "SQLITE_IOERR_DELETE_NOENT"),
+    (6154, "SQLITE_IOERR_MMAP"),
+    (6410, "SQLITE_IOERR_GETTEMPPATH"),
+    (6666, "SQLITE_IOERR_CONVPATH"),
+    (6922, "SQLITE_IOERR_VNODE"),
+    (7178, "SQLITE_IOERR_AUTH"),
+    (7434, "SQLITE_IOERR_BEGIN_ATOMIC"),
+    (7690, "SQLITE_IOERR_COMMIT_ATOMIC"),
+    (7946, "SQLITE_IOERR_ROLLBACK_ATOMIC"),
+    (8202, "SQLITE_IOERR_DATA"),
+    (8458, "SQLITE_IOERR_CORRUPTFS"),
+    (8714, "SQLITE_IOERR_IN_PAGE"),
+    (8970, "SQLITE_IOERR_BADKEY"),
+    (9226, "SQLITE_IOERR_CODEC"),
+];
+
+/// The symbolic name of a result code, e.g. `SQLITE_CONSTRAINT_UNIQUE`. A code this table
+/// does not know (a newer SQLite) is named by its primary code and extended number.
 pub fn code_name(code: i32) -> String {
-    use rusqlite::ffi::*;
-    let name = match code {
-        SQLITE_OK => "SQLITE_OK",
-        SQLITE_ERROR => "SQLITE_ERROR",
-        SQLITE_INTERNAL => "SQLITE_INTERNAL",
-        SQLITE_PERM => "SQLITE_PERM",
-        SQLITE_ABORT => "SQLITE_ABORT",
-        SQLITE_BUSY => "SQLITE_BUSY",
-        SQLITE_LOCKED => "SQLITE_LOCKED",
-        SQLITE_NOMEM => "SQLITE_NOMEM",
-        SQLITE_READONLY => "SQLITE_READONLY",
-        SQLITE_INTERRUPT => "SQLITE_INTERRUPT",
-        SQLITE_IOERR => "SQLITE_IOERR",
-        SQLITE_CORRUPT => "SQLITE_CORRUPT",
-        SQLITE_NOTFOUND => "SQLITE_NOTFOUND",
-        SQLITE_FULL => "SQLITE_FULL",
-        SQLITE_CANTOPEN => "SQLITE_CANTOPEN",
-        SQLITE_PROTOCOL => "SQLITE_PROTOCOL",
-        SQLITE_EMPTY => "SQLITE_EMPTY",
-        SQLITE_SCHEMA => "SQLITE_SCHEMA",
-        SQLITE_TOOBIG => "SQLITE_TOOBIG",
-        SQLITE_CONSTRAINT => "SQLITE_CONSTRAINT",
-        SQLITE_MISMATCH => "SQLITE_MISMATCH",
-        SQLITE_MISUSE => "SQLITE_MISUSE",
-        SQLITE_NOLFS => "SQLITE_NOLFS",
-        SQLITE_AUTH => "SQLITE_AUTH",
-        SQLITE_FORMAT => "SQLITE_FORMAT",
-        SQLITE_RANGE => "SQLITE_RANGE",
-        SQLITE_NOTADB => "SQLITE_NOTADB",
-        SQLITE_NOTICE => "SQLITE_NOTICE",
-        SQLITE_WARNING => "SQLITE_WARNING",
-        SQLITE_ERROR_MISSING_COLLSEQ => "SQLITE_ERROR_MISSING_COLLSEQ",
-        SQLITE_ERROR_RETRY => "SQLITE_ERROR_RETRY",
-        SQLITE_ERROR_SNAPSHOT => "SQLITE_ERROR_SNAPSHOT",
-        SQLITE_IOERR_READ => "SQLITE_IOERR_READ",
-        SQLITE_IOERR_SHORT_READ => "SQLITE_IOERR_SHORT_READ",
-        SQLITE_IOERR_WRITE => "SQLITE_IOERR_WRITE",
-        SQLITE_IOERR_FSYNC => "SQLITE_IOERR_FSYNC",
-        SQLITE_IOERR_TRUNCATE => "SQLITE_IOERR_TRUNCATE",
-        SQLITE_IOERR_NOMEM => "SQLITE_IOERR_NOMEM",
-        SQLITE_IOERR_LOCK => "SQLITE_IOERR_LOCK",
-        SQLITE_IOERR_SHMOPEN => "SQLITE_IOERR_SHMOPEN",
-        SQLITE_IOERR_SHMSIZE => "SQLITE_IOERR_SHMSIZE",
-        SQLITE_IOERR_SHMMAP => "SQLITE_IOERR_SHMMAP",
-        SQLITE_LOCKED_SHAREDCACHE => "SQLITE_LOCKED_SHAREDCACHE",
-        SQLITE_BUSY_RECOVERY => "SQLITE_BUSY_RECOVERY",
-        SQLITE_BUSY_SNAPSHOT => "SQLITE_BUSY_SNAPSHOT",
-        SQLITE_BUSY_TIMEOUT => "SQLITE_BUSY_TIMEOUT",
-        SQLITE_CANTOPEN_NOTEMPDIR => "SQLITE_CANTOPEN_NOTEMPDIR",
-        SQLITE_CANTOPEN_ISDIR => "SQLITE_CANTOPEN_ISDIR",
-        SQLITE_CANTOPEN_FULLPATH => "SQLITE_CANTOPEN_FULLPATH",
-        SQLITE_CORRUPT_VTAB => "SQLITE_CORRUPT_VTAB",
-        SQLITE_READONLY_RECOVERY => "SQLITE_READONLY_RECOVERY",
-        SQLITE_READONLY_CANTLOCK => "SQLITE_READONLY_CANTLOCK",
-        SQLITE_READONLY_ROLLBACK => "SQLITE_READONLY_ROLLBACK",
-        SQLITE_READONLY_DBMOVED => "SQLITE_READONLY_DBMOVED",
-        SQLITE_READONLY_CANTINIT => "SQLITE_READONLY_CANTINIT",
-        SQLITE_READONLY_DIRECTORY => "SQLITE_READONLY_DIRECTORY",
-        SQLITE_ABORT_ROLLBACK => "SQLITE_ABORT_ROLLBACK",
-        SQLITE_CONSTRAINT_CHECK => "SQLITE_CONSTRAINT_CHECK",
-        SQLITE_CONSTRAINT_COMMITHOOK => "SQLITE_CONSTRAINT_COMMITHOOK",
-        SQLITE_CONSTRAINT_FOREIGNKEY => "SQLITE_CONSTRAINT_FOREIGNKEY",
-        SQLITE_CONSTRAINT_FUNCTION => "SQLITE_CONSTRAINT_FUNCTION",
-        SQLITE_CONSTRAINT_NOTNULL => "SQLITE_CONSTRAINT_NOTNULL",
-        SQLITE_CONSTRAINT_PRIMARYKEY => "SQLITE_CONSTRAINT_PRIMARYKEY",
-        SQLITE_CONSTRAINT_TRIGGER => "SQLITE_CONSTRAINT_TRIGGER",
-        SQLITE_CONSTRAINT_UNIQUE => "SQLITE_CONSTRAINT_UNIQUE",
-        SQLITE_CONSTRAINT_VTAB => "SQLITE_CONSTRAINT_VTAB",
-        SQLITE_CONSTRAINT_ROWID => "SQLITE_CONSTRAINT_ROWID",
-        SQLITE_CONSTRAINT_PINNED => "SQLITE_CONSTRAINT_PINNED",
-        SQLITE_CONSTRAINT_DATATYPE => "SQLITE_CONSTRAINT_DATATYPE",
-        SQLITE_NOTICE_RECOVER_WAL => "SQLITE_NOTICE_RECOVER_WAL",
-        SQLITE_NOTICE_RECOVER_ROLLBACK => "SQLITE_NOTICE_RECOVER_ROLLBACK",
-        SQLITE_WARNING_AUTOINDEX => "SQLITE_WARNING_AUTOINDEX",
-        SQLITE_AUTH_USER => "SQLITE_AUTH_USER",
-        SQLITE_OK_LOAD_PERMANENTLY => "SQLITE_OK_LOAD_PERMANENTLY",
-        _ => return code_name(code & 0xff).to_string() + &format!("_{}", code >> 8),
-    };
-    name.to_string()
+    if let Ok(i) = CODE_NAMES.binary_search_by_key(&code, |&(c, _)| c) {
+        return CODE_NAMES[i].1.to_string();
+    }
+    match CODE_NAMES.binary_search_by_key(&(code & 0xff), |&(c, _)| c) {
+        Ok(i) => format!("{}_{}", CODE_NAMES[i].1, code >> 8),
+        Err(_) => format!("SQLITE_UNKNOWN_{code}"),
+    }
 }
 
 impl fmt::Display for Error {
@@ -204,5 +253,44 @@ mod tests {
         assert_eq!(code_name(2067), "SQLITE_CONSTRAINT_UNIQUE");
         assert_eq!(code_name(1), "SQLITE_ERROR");
         assert_eq!(code_name(787), "SQLITE_CONSTRAINT_FOREIGNKEY");
+        // A database file deleted while open (issue 8).
+        assert_eq!(code_name(7 << 8 | 10), "SQLITE_IOERR_FSTAT");
+        assert_eq!(code_name(99 << 8 | 10), "SQLITE_IOERR_99");
+    }
+
+    #[test]
+    fn the_code_table_is_sorted_complete_and_consistent() {
+        use rusqlite::ffi;
+        assert!(CODE_NAMES.windows(2).all(|w| w[0].0 < w[1].0), "sorted, no duplicates");
+        // 31 primary codes (with ROW and DONE) and the 82 extended codes of SQLite 3.54.
+        assert_eq!(CODE_NAMES.len(), 31 + 82);
+        for &(code, name) in CODE_NAMES {
+            // An extended code's name begins with its primary code's name.
+            if code > 0xff {
+                let primary = code_name(code & 0xff);
+                assert!(name.starts_with(&format!("{primary}_")), "{name} vs {primary}");
+            }
+        }
+        // Spot checks against the constants the bindings do export.
+        for (code, name) in [
+            (ffi::SQLITE_IOERR_SHORT_READ, "SQLITE_IOERR_SHORT_READ"),
+            (ffi::SQLITE_IOERR_FSTAT, "SQLITE_IOERR_FSTAT"),
+            (ffi::SQLITE_IOERR_DELETE_NOENT, "SQLITE_IOERR_DELETE_NOENT"),
+            (ffi::SQLITE_CANTOPEN_SYMLINK, "SQLITE_CANTOPEN_SYMLINK"),
+            (ffi::SQLITE_CONSTRAINT_DATATYPE, "SQLITE_CONSTRAINT_DATATYPE"),
+            (ffi::SQLITE_OK_SYMLINK, "SQLITE_OK_SYMLINK"),
+            (ffi::SQLITE_DONE, "SQLITE_DONE"),
+        ] {
+            assert_eq!(code_name(code), name);
+        }
+        // Every code SQLite itself has a distinct text for is named (sqlite3_errstr knows the
+        // primary codes and SQLITE_ABORT_ROLLBACK; "unknown error" for the rest).
+        let unknown = code_message(0xff);
+        for code in 0..=0xffff {
+            let text = code_message(code);
+            if code <= 0xff && text != unknown {
+                assert!(!code_name(code).starts_with("SQLITE_UNKNOWN"), "{code}: {text}");
+            }
+        }
     }
 }

@@ -111,8 +111,12 @@ impl ChangeTracker {
             tracking,
             last_key: String::new(),
         });
+        // SAFETY: the handle is valid while `conn` lives, which the caller guarantees beyond
+        // the tracker's drop (see above).
         let db = unsafe { conn.handle() };
         let p = &mut *state as *mut HookState as *mut c_void;
+        // SAFETY: `p` points into the boxed state, which does not move and outlives the
+        // hooks: Drop unregisters them before the box is freed.
         unsafe {
             ffi::sqlite3_preupdate_hook(db, Some(on_preupdate), p);
             ffi::sqlite3_commit_hook(db, Some(on_commit), p);
@@ -139,6 +143,7 @@ impl ChangeTracker {
 
 impl Drop for ChangeTracker {
     fn drop(&mut self) {
+        // SAFETY: `db` is still open (the tracker is dropped before its connection).
         unsafe {
             ffi::sqlite3_preupdate_hook(self.db, None, std::ptr::null_mut());
             ffi::sqlite3_commit_hook(self.db, None, std::ptr::null_mut());
@@ -152,6 +157,7 @@ unsafe fn cstr<'a>(p: *const c_char) -> &'a str {
     if p.is_null() {
         ""
     } else {
+        // SAFETY: SQLite passes NUL-terminated names valid for the duration of the hook.
         CStr::from_ptr(p).to_str().unwrap_or("")
     }
 }
@@ -173,7 +179,11 @@ unsafe fn same_value(a: *mut ffi::sqlite3_value, b: *mut ffi::sqlite3_value) -> 
             let na = ffi::sqlite3_value_bytes(a) as usize;
             let pb = ffi::sqlite3_value_blob(b) as *const u8;
             let nb = ffi::sqlite3_value_bytes(b) as usize;
-            na == nb && (na == 0 || std::slice::from_raw_parts(pa, na) == std::slice::from_raw_parts(pb, nb))
+            // SAFETY: SQLite's value pointers are valid for the reported byte counts until
+            // the hook returns; null (out of memory) with bytes counts as a change.
+            na == nb
+                && (na == 0
+                    || (!pa.is_null() && !pb.is_null() && std::slice::from_raw_parts(pa, na) == std::slice::from_raw_parts(pb, nb)))
         }
     }
 }
@@ -187,11 +197,14 @@ unsafe extern "C" fn on_preupdate(
     key1: i64,
     key2: i64,
 ) {
+    // SAFETY: `ctx` is the tracker's boxed state (registered in install, unregistered
+    // before it is freed); SQLite calls hooks on the connection's thread only.
     let state = &mut *(ctx as *mut HookState);
     // A panic must not cross into C: record conservatively instead of unwinding.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let (schema, table) = (cstr(schema).as_bytes(), cstr(table).as_bytes());
         if !key_matches(&state.last_key, schema, table) {
+            // SAFETY: both byte strings come from `cstr`, which returns validated `&str`s.
             state.last_key = table_key(std::str::from_utf8_unchecked(schema), std::str::from_utf8_unchecked(table));
         }
         let change = match state.pending.tables.get_mut(state.last_key.as_str()) {
@@ -222,6 +235,7 @@ unsafe extern "C" fn on_preupdate(
 }
 
 unsafe extern "C" fn on_commit(ctx: *mut c_void) -> c_int {
+    // SAFETY: as in on_preupdate.
     let state = &mut *(ctx as *mut HookState);
     let done = std::mem::take(&mut state.pending);
     state.committed.get_or_insert_with(ChangeSet::default).merge(done);
@@ -229,11 +243,13 @@ unsafe extern "C" fn on_commit(ctx: *mut c_void) -> c_int {
 }
 
 unsafe extern "C" fn on_rollback(ctx: *mut c_void) {
+    // SAFETY: as in on_preupdate.
     let state = &mut *(ctx as *mut HookState);
     state.pending = ChangeSet::default();
 }
 
 unsafe extern "C" fn on_wal(ctx: *mut c_void, _db: *mut ffi::sqlite3, _name: *const c_char, pages: c_int) -> c_int {
+    // SAFETY: as in on_preupdate.
     let state = &mut *(ctx as *mut HookState);
     state.wal_pages = pages;
     ffi::SQLITE_OK

@@ -30,5 +30,5 @@ pub use database::{Abandoner, Database};
 pub use error::{Error, Result};
 pub use query::{BatchSets, ExecOutcome, ReadFormat, ReadOutput};
 pub use reader::ReadJob;
-pub use value::{PackedSets, Params, Value};
+pub use value::{PackedSets, Params, Value, MAX_PARAMETERS, MAX_VALUE_BYTES};
 pub use writer::{ChangeListener, TxId, TxMode, WriteJob, WriteKind};

@@ -35,12 +35,119 @@ pub enum ReadOutput {
 
 fn prepare<'c>(conn: &'c Connection, sql: &str) -> Result<rusqlite::CachedStatement<'c>> {
     require_statement(sql)?;
+    require_one_statement(conn, sql)?;
     conn.prepare_cached(sql).map_err(|e| Error::from(e).with_sql(sql))
+}
+
+/// Fails with a RangeError when `sql` holds more than one statement. Every statement
+/// prepared from user text passes here (or through `execute`'s own check) BEFORE rusqlite
+/// sees the text: rusqlite's `prepare` looks for a second statement by calling itself on the
+/// rest of the text, once per statement, and a script of a few thousand statements
+/// overflows the thread's stack.
+pub fn require_one_statement(conn: &Connection, sql: &str) -> Result<()> {
+    if several_statements(conn, sql)? {
+        return Err(Error::from(rusqlite::Error::MultipleStatement));
+    }
+    Ok(())
+}
+
+/// True when text that is not white space, `;` or a comment follows the first statement.
+/// Text without such a `;` (nearly all of it) is decided by one byte scan; otherwise the
+/// first statement alone is prepared (a `;` may sit in a literal or a trigger body), which
+/// reports that statement's own error if it has one.
+fn several_statements(conn: &Connection, sql: &str) -> Result<bool> {
+    let Some(semi) = sql.bytes().position(|b| b == b';') else { return Ok(false) };
+    if is_blank_sql(&sql.as_bytes()[semi + 1..]) {
+        return Ok(false);
+    }
+    let first = RawStatement::prepare(conn, sql).map_err(|e| e.with_sql(sql))?;
+    Ok(!is_blank_sql(&sql.as_bytes()[first.tail..]))
+}
+
+/// One statement prepared straight from SQLite, outside rusqlite and its cache, for walking
+/// multi-statement text one statement at a time. Finalized on drop.
+struct RawStatement {
+    db: *mut rusqlite::ffi::sqlite3,
+    /// Null when the text held only white space or comments.
+    stmt: *mut rusqlite::ffi::sqlite3_stmt,
+    /// Byte offset in the text where the next statement starts.
+    tail: usize,
+}
+
+impl RawStatement {
+    /// Prepares the first statement of `sql`.
+    fn prepare(conn: &Connection, sql: &str) -> Result<RawStatement> {
+        use rusqlite::ffi;
+        let len = i32::try_from(sql.len())
+            .map_err(|_| Error::sqlite(ffi::SQLITE_TOOBIG, "the SQL text is too long"))?;
+        // SAFETY: the handle is valid while `conn` is borrowed; it is only used on this
+        // thread, and for statements finalized before `conn` can be dropped (the borrow).
+        let db = unsafe { conn.handle() };
+        let mut stmt = std::ptr::null_mut();
+        let mut tail: *const std::ffi::c_char = std::ptr::null();
+        // SAFETY: `sql` is valid for `len` bytes (SQLite reads no further, and the text needs
+        // no NUL terminator when a length is given); `stmt` and `tail` are valid out-pointers.
+        let rc = unsafe { ffi::sqlite3_prepare_v3(db, sql.as_ptr().cast(), len, 0, &mut stmt, &mut tail) };
+        if rc != ffi::SQLITE_OK {
+            // SAFETY: on failure SQLite set `stmt` to null, or it is a statement to release.
+            unsafe { ffi::sqlite3_finalize(stmt) };
+            return Err(last_error(db, rc));
+        }
+        // SQLite's tail points into `sql` (at most one past its end) or is null.
+        let tail = if tail.is_null() { sql.len() } else { (tail as usize).saturating_sub(sql.as_ptr() as usize).min(sql.len()) };
+        Ok(RawStatement { db, stmt, tail })
+    }
+
+    /// Steps the statement to its end, discarding rows.
+    fn run(&self) -> Result<()> {
+        use rusqlite::ffi;
+        if self.stmt.is_null() {
+            return Ok(());
+        }
+        loop {
+            // SAFETY: `stmt` is a live statement of `db`, used on this thread only.
+            match unsafe { ffi::sqlite3_step(self.stmt) } {
+                ffi::SQLITE_ROW => continue,
+                ffi::SQLITE_DONE => return Ok(()),
+                rc => return Err(last_error(self.db, rc)),
+            }
+        }
+    }
+}
+
+impl Drop for RawStatement {
+    fn drop(&mut self) {
+        // SAFETY: `stmt` is null or a statement this value owns; finalized exactly once.
+        unsafe { rusqlite::ffi::sqlite3_finalize(self.stmt) };
+    }
+}
+
+/// The connection's latest error, for a call that returned `rc`.
+fn last_error(db: *mut rusqlite::ffi::sqlite3, rc: i32) -> Error {
+    use rusqlite::ffi;
+    // SAFETY: `db` is a live connection; SQLite's message is NUL-terminated and copied here
+    // before any other call on the connection can change it.
+    unsafe {
+        let code = ffi::sqlite3_extended_errcode(db);
+        let code = if code & 0xff == rc & 0xff { code } else { rc };
+        let msg = ffi::sqlite3_errmsg(db);
+        let message = if msg.is_null() {
+            crate::error::code_message(code)
+        } else {
+            std::ffi::CStr::from_ptr(msg).to_string_lossy().into_owned()
+        };
+        Error::sqlite(code, message)
+    }
 }
 
 /// SQL made only of white space and comments has no statement to run: say so, rather than
 /// let SQLite step nothing (SQLITE_MISUSE). Costs one byte comparison for ordinary SQL.
 fn require_statement(sql: &str) -> Result<()> {
+    // SQLite stops reading at a NUL: the text after it would silently not run. (The JS
+    // layer says so first; this keeps every other caller of the core honest too.)
+    if sql.as_bytes().contains(&0) {
+        return Err(Error::Type("SQL text contains a NUL character".into()));
+    }
     if is_blank_sql(sql.as_bytes()) {
         Err(Error::Range("the SQL text holds no statement".into()))
     } else {
@@ -162,24 +269,6 @@ fn step_read(stmt: &mut rusqlite::Statement<'_>, format: ReadFormat) -> Result<R
     }
 }
 
-/// True when text remains after the first statement: anything but white space, `;` and
-/// comments. Only the first statement is prepared, because preparing later ones before the
-/// earlier ones ran can fail (`DROP TABLE t; CREATE TABLE t(...)`).
-pub fn has_more_statements(conn: &Connection, sql: &str) -> bool {
-    use rusqlite::ffi;
-    let db = unsafe { conn.handle() };
-    let mut stmt = std::ptr::null_mut();
-    let mut tail = std::ptr::null();
-    let Ok(len) = i32::try_from(sql.len()) else { return false };
-    let rc = unsafe { ffi::sqlite3_prepare_v2(db, sql.as_ptr() as *const _, len, &mut stmt, &mut tail) };
-    unsafe { ffi::sqlite3_finalize(stmt) };
-    if rc != ffi::SQLITE_OK || tail.is_null() {
-        return false;
-    }
-    let used = tail as usize - sql.as_ptr() as usize;
-    !is_blank_sql(&sql.as_bytes()[used.min(sql.len())..])
-}
-
 /// White space, semicolons and comments only.
 fn is_blank_sql(s: &[u8]) -> bool {
     skip_blank(s).is_empty()
@@ -209,27 +298,15 @@ pub fn execute(conn: &Connection, sql: &str, params: &Params) -> Result<ExecOutc
 
 fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<ExecOutcome> {
     require_statement(sql)?;
-    let prepared = match conn.prepare_cached(sql) {
-        Err(rusqlite::Error::MultipleStatement) => Err(rusqlite::Error::MultipleStatement),
-        // A later statement may fail to prepare only because an earlier one has not run yet.
-        Err(e) if has_more_statements(conn, sql) => {
-            drop(e);
-            Err(rusqlite::Error::MultipleStatement)
+    if several_statements(conn, sql)? {
+        if !params.is_empty() {
+            return Err(Error::Range(
+                "the SQL text holds several statements; parameters need exactly one".into(),
+            ));
         }
-        other => other,
-    };
-    let mut stmt = match prepared {
-        Ok(s) => s,
-        Err(rusqlite::Error::MultipleStatement) => {
-            if !params.is_empty() {
-                return Err(Error::Range(
-                    "the SQL text holds several statements; parameters need exactly one".into(),
-                ));
-            }
-            return execute_script(conn, sql);
-        }
-        Err(e) => return Err(Error::from(e).with_sql(sql)),
-    };
+        return execute_script(conn, sql);
+    }
+    let mut stmt = conn.prepare_cached(sql).map_err(|e| Error::from(e).with_sql(sql))?;
     bind(&mut stmt, params).map_err(|e| e.with_sql(sql))?;
     let before = conn.total_changes();
     let enc = collect(&mut stmt, u32::MAX, |n| RowEncoder::new(n.iter().map(String::as_str)))
@@ -242,9 +319,22 @@ fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<Ex
     })
 }
 
+/// Runs every statement of `sql` in order, each prepared only when the ones before it have
+/// run (`DROP TABLE t; CREATE TABLE t(...)`) and stepped to its end. A loop over SQLite's
+/// tail pointer: the number of statements costs no stack.
 fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
     let before = conn.total_changes();
-    conn.execute_batch(sql).map_err(|e| Error::from(e).with_sql(sql))?;
+    let mut at = 0;
+    while !is_blank_sql(&sql.as_bytes()[at..]) {
+        // SQLite's tail follows a `;` or ends the text: always a character boundary.
+        let rest = sql.get(at..).ok_or_else(|| Error::Internal("statement tail inside a character".into()))?;
+        let stmt = RawStatement::prepare(conn, rest).map_err(|e| e.with_sql(sql))?;
+        stmt.run().map_err(|e| e.with_sql(sql))?;
+        if stmt.tail == 0 {
+            break;
+        }
+        at += stmt.tail;
+    }
     Ok(ExecOutcome {
         changes: conn.total_changes() - before,
         last_insert_rowid: conn.last_insert_rowid(),
@@ -339,8 +429,9 @@ mod tests {
         let conn = Connection::open_in_memory().unwrap();
         execute(&conn, "CREATE TABLE a(x)", &Params::None).unwrap();
         execute(&conn, "DROP TABLE IF EXISTS a; CREATE TABLE a(y); -- done\n", &Params::None).unwrap();
-        assert!(has_more_statements(&conn, "SELECT 1; SELECT 2"));
-        assert!(!has_more_statements(&conn, "SELECT 1; -- c\n /* d */ ;"));
+        assert!(several_statements(&conn, "SELECT 1; SELECT 2").unwrap());
+        assert!(!several_statements(&conn, "SELECT 1; -- c\n /* d */ ;").unwrap());
+        assert!(!several_statements(&conn, "SELECT ';x'").unwrap());
         for blank in ["", "  ", ";", "/* c */", "-- nothing"] {
             assert!(matches!(execute(&conn, blank, &Params::None), Err(Error::Range(_))), "{blank:?}");
         }
@@ -363,5 +454,42 @@ mod tests {
         let read = read_on_writer(&conn, "PRAGMA cache_size = 7", &Params::None, ReadFormat::Json);
         assert!(matches!(read, Err(Error::Range(_))), "{read:?}");
         assert!(read_on_writer(&conn, "SELECT 1", &Params::None, ReadFormat::Json).is_ok());
+    }
+
+    /// Run on a thread with a small stack: rusqlite's recursive prepare overflowed 2 MiB
+    /// with ~7,000 statements; walking the text must not grow the stack at all.
+    fn on_small_stack(f: impl FnOnce() + Send + 'static) {
+        std::thread::Builder::new().stack_size(256 * 1024).spawn(f).unwrap().join().unwrap();
+    }
+
+    #[test]
+    fn long_scripts_run_without_recursion() {
+        on_small_stack(|| {
+            let conn = Connection::open_in_memory().unwrap();
+            execute(&conn, "CREATE TABLE t(x)", &Params::None).unwrap();
+            let script = "INSERT INTO t VALUES (1);".repeat(20_000);
+            assert_eq!(execute(&conn, &script, &Params::None).unwrap().changes, 20_000);
+            let selects = "SELECT 1;".repeat(20_000);
+            assert_eq!(execute(&conn, &selects, &Params::None).unwrap().changes, 0);
+            for r in [
+                read(&conn, &selects, &Params::None, ReadFormat::Json).map(drop),
+                execute_batch(&conn, &selects, &BatchSets::Each(vec![Params::None])).map(drop),
+            ] {
+                assert!(matches!(r, Err(Error::Range(_))), "{r:?}");
+            }
+        });
+    }
+
+    #[test]
+    fn a_failing_statement_in_a_script_stops_it_with_its_error() {
+        let conn = Connection::open_in_memory().unwrap();
+        let r = execute(&conn, "CREATE TABLE t(x UNIQUE); INSERT INTO t VALUES (1); INSERT INTO t VALUES (1); INSERT INTO t VALUES (2)", &Params::None);
+        match r {
+            Err(Error::Sqlite { code, sql: Some(_), .. }) => assert_eq!(code, rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE),
+            other => panic!("{other:?}"),
+        }
+        let n: i64 = conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 1, "statements after the failing one did not run");
+        assert!(matches!(execute(&conn, "SELECT 1\0; DROP TABLE t", &Params::None), Err(Error::Type(_))));
     }
 }

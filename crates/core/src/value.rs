@@ -1,5 +1,13 @@
 //! Values crossing the API boundary: parameters going in.
 
+/// The most parameters one statement can take (SQLITE_MAX_VARIABLE_NUMBER of the bundled
+/// SQLite). Front ends refuse longer parameter lists before allocating anything for them.
+pub const MAX_PARAMETERS: u32 = 32766;
+
+/// The longest TEXT or BLOB value SQLite stores (SQLITE_MAX_LENGTH): front ends refuse a
+/// longer value before copying it.
+pub const MAX_VALUE_BYTES: usize = 1_000_000_000;
+
 /// One SQLite value as bound to a statement parameter.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -104,6 +112,31 @@ pub const PACKED_BLOB: u8 = 4;
 pub const PACKED_BIGINT: u8 = 5;
 
 impl PackedSets {
+    /// Checks that the arrays agree with each other (one tag and number per value, every
+    /// BIGINT and BLOB present, no set over the parameter limit), so walking them cannot
+    /// index out of bounds whatever a caller sent.
+    pub fn check(&self) -> crate::Result<()> {
+        let bad = |what: &str| Err(crate::Error::Type(format!("packed parameter sets are inconsistent: {what}")));
+        if let Some(i) = self.set_lens.iter().position(|&n| n > MAX_PARAMETERS) {
+            return Err(crate::Error::Range(format!(
+                "paramSets[{i}] has more than {MAX_PARAMETERS} values, the most a statement takes"
+            )));
+        }
+        let values: u64 = self.set_lens.iter().map(|&n| n as u64).sum();
+        if values != self.tags.len() as u64 || values != self.nums.len() as u64 {
+            return bad("value counts differ");
+        }
+        let bigints = self.tags.iter().filter(|&&t| t == PACKED_BIGINT).count();
+        if bigints != self.bigs.len() {
+            return bad("BigInt count differs");
+        }
+        let blob_index_ok = |n: f64| n >= 0.0 && n.fract() == 0.0 && (n as usize) < self.blobs.len();
+        if self.tags.iter().zip(&self.nums).any(|(&t, &n)| t == PACKED_BLOB && !blob_index_ok(n)) {
+            return bad("a BLOB index is out of range");
+        }
+        Ok(())
+    }
+
     /// Walks the sets in order, handing each one's values to `f` as borrowed SQLite values.
     pub fn for_each_set<E>(
         &self,
@@ -164,6 +197,30 @@ fn utf8_end(text: &[u8], start: usize, units: usize) -> usize {
 mod tests {
     use super::*;
     use rusqlite::types::ValueRef;
+
+    #[test]
+    fn inconsistent_packed_sets_are_refused_before_they_are_walked() {
+        let good = PackedSets {
+            set_lens: vec![2],
+            tags: vec![PACKED_BLOB, PACKED_BIGINT],
+            nums: vec![0.0, 0.0],
+            bigs: vec![1],
+            text: vec![],
+            blobs: vec![vec![1]],
+        };
+        assert!(good.check().is_ok());
+        let mut more_values = good.clone();
+        more_values.set_lens = vec![3];
+        let mut no_big = good.clone();
+        no_big.bigs.clear();
+        let mut far_blob = good.clone();
+        far_blob.nums[0] = 5.0;
+        let mut too_many = good.clone();
+        too_many.set_lens = vec![MAX_PARAMETERS + 1];
+        for bad in [more_values, no_big, far_blob, too_many] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn packed_sets_unpack_text_of_any_width() {

@@ -8,6 +8,8 @@ use std::ffi::c_void;
 use std::ptr;
 
 /// Builds the row objects with Node-API calls straight from the encoded buffer.
+/// Malformed input panics on a slice bound (the exported method catches it); it never reads
+/// outside `bytes`.
 pub unsafe fn rows_from_encoding(env: sys::napi_env, bytes: &[u8]) -> NapiResult<sys::napi_value> {
     let u32_at = |i: usize| u32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap());
     let (rows, cols, names_len, text_len) = (u32_at(1) as usize, u32_at(2) as usize, u32_at(4) as usize, u32_at(5) as usize);
@@ -41,6 +43,8 @@ pub unsafe fn rows_from_encoding(env: sys::napi_env, bytes: &[u8]) -> NapiResult
                     let units = num as usize - tp;
                     tp = num as usize;
                     let start = text_bytes;
+                    // SAFETY: the encoding's text section is UTF-8 written by the core, and
+                    // `start` is a character boundary (advanced by whole characters).
                     let s = std::str::from_utf8_unchecked(&text[start..]);
                     let mut seen = 0;
                     let mut end = start;
@@ -52,6 +56,7 @@ pub unsafe fn rows_from_encoding(env: sys::napi_env, bytes: &[u8]) -> NapiResult
                         end += ch.len_utf8();
                     }
                     text_bytes = end;
+                    // SAFETY: `start..end` spans whole characters of that UTF-8 text.
                     string(env, std::str::from_utf8_unchecked(&text[start..end]))?
                 }
                 3 => {

@@ -1,6 +1,7 @@
 //! quietsqlite's Node-API binding. Thin by design: JS values in (`values`), completions
 //! out (`sink`); every rule about SQL, threads and caching lives in quietsqlite-core.
 
+#[cfg(feature = "test-hooks")]
 mod experiments;
 mod sink;
 mod values;
@@ -21,6 +22,7 @@ use values::ParamError;
 /// throw again.
 fn throw(env: &Env, e: ParamError) -> napi::Error {
     let raw = env.raw();
+    // SAFETY: on the JS thread, with the env of the current call.
     unsafe {
         match e {
             ParamError::Type(m) => throw_msg(raw, m, sys::napi_throw_type_error),
@@ -43,6 +45,8 @@ unsafe fn throw_msg(
 /// A core error raised synchronously (closed database, read-only) as a JS error the TS
 /// layer recognises: `[kind, message, code, errno, sql]` on `err.quietsqlite`.
 fn core_error(env: &Env, e: CoreError) -> napi::Error {
+    // SAFETY: on the JS thread, with the env of the current call; `text` outlives the call
+    // that copies it, and its length is that of a Rust string (below isize::MAX).
     unsafe {
         let raw = env.raw();
         let mut msg = std::ptr::null_mut();
@@ -57,6 +61,39 @@ fn core_error(env: &Env, e: CoreError) -> napi::Error {
     }
     napi::Error::from_status(Status::PendingException)
 }
+
+/// Runs an exported method's body so that a panic in it throws a JS error with code
+/// ERR_QUIETSQLITE_INTERNAL instead of unwinding into Node-API (which aborts the process).
+fn guard<T>(env: &Env, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => Err(throw_panic(env, payload.as_ref())),
+    }
+}
+
+fn throw_panic(env: &Env, payload: &(dyn std::any::Any + Send)) -> napi::Error {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    let raw = env.raw();
+    // SAFETY: called on the JS thread with the env of the current call.
+    unsafe {
+        let mut pending = false;
+        sys::napi_is_exception_pending(raw, &mut pending);
+        if !pending {
+            let c = std::ffi::CString::new(format!("quietsqlite panicked (a bug): {what}").replace('\0', " "))
+                .unwrap_or_default();
+            sys::napi_throw_error(raw, c"ERR_QUIETSQLITE_INTERNAL".as_ptr(), c.as_ptr());
+        }
+    }
+    napi::Error::from_status(Status::PendingException)
+}
+
+/// The most parameters one statement takes: the JS layer refuses longer lists with it.
+#[napi]
+pub const MAX_PARAMETERS: u32 = quietsqlite_core::MAX_PARAMETERS;
 
 #[napi(object)]
 pub struct NativeOpenOptions {
@@ -97,34 +134,39 @@ impl NativeDatabase {
         on_complete: Unknown,
         open_id: u32,
     ) -> Result<Self> {
-        let sink = unsafe { NodeSink::new(env.raw(), on_complete.raw()) }
-            .map_err(|s| napi::Error::from_status(Status::from(s)))?;
-        let mut opts = OpenOptions::new(path);
-        opts.readers = options.readers as usize;
-        opts.readonly = options.readonly;
-        opts.busy_timeout_ms = options.busy_timeout;
-        opts.pragmas = options
-            .pragmas
-            .into_iter()
-            .filter_map(|p| match <[String; 2]>::try_from(p) {
-                Ok([k, v]) => Some((k, v)),
-                Err(_) => None,
-            })
-            .collect();
-        let db = Database::open(opts, sink.clone(), open_id).map_err(|e| core_error(&env, e))?;
-        let cleanup = sink::CleanupHook::add(env.raw(), &sink, db.abandoner());
-        Ok(NativeDatabase { db, sink, cleanup })
+        guard(&env, || {
+            // SAFETY: the JS thread, this call's env, and a callback value of this call.
+            let sink = unsafe { NodeSink::new(env.raw(), on_complete.raw()) }
+                .map_err(|s| napi::Error::from_status(Status::from(s)))?;
+            let mut opts = OpenOptions::new(path);
+            opts.readers = options.readers as usize;
+            opts.readonly = options.readonly;
+            opts.busy_timeout_ms = options.busy_timeout;
+            opts.pragmas = options
+                .pragmas
+                .into_iter()
+                .filter_map(|p| match <[String; 2]>::try_from(p) {
+                    Ok([k, v]) => Some((k, v)),
+                    Err(_) => None,
+                })
+                .collect();
+            let db = Database::open(opts, sink.clone(), open_id).map_err(|e| core_error(&env, e))?;
+            let cleanup = sink::CleanupHook::add(env.raw(), &sink, db.abandoner());
+            Ok(NativeDatabase { db, sink, cleanup })
+        })
     }
 
     /// A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
     /// `cancellable`: `cancel(id)` may be called for it (see `cancel`).
     #[napi]
     pub fn read(&self, env: Env, id: u32, sql: String, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
-        let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-        let cancellable = cancellable.unwrap_or(false);
-        self.db
-            .read(ReadJob { id, sql, params, format: read_format(format), cancellable })
-            .map_err(|e| core_error(&env, e))
+        guard(&env, || {
+            // SAFETY: the JS thread, this call's env, and a value of this call.
+            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            self.db
+                .read(ReadJob { id, sql, params, format: read_format(format), cancellable: cancellable.unwrap_or(false) })
+                .map_err(|e| core_error(&env, e))
+        })
     }
 
     /// A read on the writer connection (inside a transaction: sees its uncommitted writes).
@@ -140,14 +182,20 @@ impl NativeDatabase {
         format: u32,
         cancellable: Option<bool>,
     ) -> Result<()> {
-        let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-        self.submit(&env, id, tx, WriteKind::Read { sql, params, format: read_format(format) }, cancellable)
+        guard(&env, || {
+            // SAFETY: the JS thread, this call's env, and a value of this call.
+            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            self.submit(&env, id, tx, WriteKind::Read { sql, params, format: read_format(format) }, cancellable)
+        })
     }
 
     #[napi]
     pub fn execute(&self, env: Env, id: u32, tx: u32, sql: String, params: Unknown, cancellable: Option<bool>) -> Result<()> {
-        let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-        self.submit(&env, id, tx, WriteKind::Execute { sql, params }, cancellable)
+        guard(&env, || {
+            // SAFETY: the JS thread, this call's env, and a value of this call.
+            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            self.submit(&env, id, tx, WriteKind::Execute { sql, params }, cancellable)
+        })
     }
 
     #[napi]
@@ -161,9 +209,12 @@ impl NativeDatabase {
         param_sets: Unknown,
         cancellable: Option<bool>,
     ) -> Result<()> {
-        let sets: Vec<Params> =
-            unsafe { values::to_param_sets(env.raw(), param_sets.raw()) }.map_err(|e| throw(&env, e))?;
-        self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Each(sets) }, cancellable)
+        guard(&env, || {
+            // SAFETY: the JS thread, this call's env, and a value of this call.
+            let sets: Vec<Params> =
+                unsafe { values::to_param_sets(env.raw(), param_sets.raw()) }.map_err(|e| throw(&env, e))?;
+            self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Each(sets) }, cancellable)
+        })
     }
 
     /// `executeBatch` with positional sets packed by the JS side (experiment 005): a few
@@ -184,110 +235,151 @@ impl NativeDatabase {
         blobs: Vec<Buffer>,
         cancellable: Option<bool>,
     ) -> Result<()> {
-        let packed = quietsqlite_core::PackedSets {
-            set_lens: set_lens.to_vec(),
-            tags: tags.to_vec(),
-            nums: nums.to_vec(),
-            bigs: bigs.to_vec(),
-            text: text.into_bytes(),
-            blobs: blobs.iter().map(|b| b.to_vec()).collect(),
-        };
-        self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Packed(packed) }, cancellable)
+        guard(&env, || {
+            let packed = quietsqlite_core::PackedSets {
+                set_lens: set_lens.to_vec(),
+                tags: tags.to_vec(),
+                nums: nums.to_vec(),
+                bigs: bigs.to_vec(),
+                text: text.into_bytes(),
+                blobs: blobs.iter().map(|b| b.to_vec()).collect(),
+            };
+            packed.check().map_err(|e| core_error(&env, e))?;
+            self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Packed(packed) }, cancellable)
+        })
     }
 
     /// `mode`: 0 deferred, 1 immediate, 2 exclusive.
     #[napi]
     pub fn begin(&self, env: Env, id: u32, tx: u32, mode: u32) -> Result<()> {
-        let mode = match mode {
-            0 => TxMode::Deferred,
-            2 => TxMode::Exclusive,
-            _ => TxMode::Immediate,
-        };
-        self.submit(&env, id, tx, WriteKind::Begin { mode }, None)
+        guard(&env, || {
+            let mode = match mode {
+                0 => TxMode::Deferred,
+                2 => TxMode::Exclusive,
+                _ => TxMode::Immediate,
+            };
+            self.submit(&env, id, tx, WriteKind::Begin { mode }, None)
+        })
     }
 
     #[napi]
     pub fn commit(&self, env: Env, id: u32, tx: u32) -> Result<()> {
-        self.submit(&env, id, tx, WriteKind::Commit, None)
+        guard(&env, || {
+            self.submit(&env, id, tx, WriteKind::Commit, None)
+        })
     }
 
     #[napi]
     pub fn rollback(&self, env: Env, id: u32, tx: u32) -> Result<()> {
-        self.submit(&env, id, tx, WriteKind::Rollback, None)
-    }
-
-    /// Cancels a request sent with `cancellable`. Returns 0: it already finished (its
-    /// completion is on its way); 1: it was queued and never runs (no completion follows);
-    /// 2: it is running and is being interrupted (its completion follows).
-    #[napi]
-    pub fn cancel(&self, id: u32) -> u32 {
-        self.db.cancel(id) as u32
+        guard(&env, || {
+            self.submit(&env, id, tx, WriteKind::Rollback, None)
+        })
     }
 
     /// A nested transaction's savepoint at `depth` (1 = first level). `op`: 0 begins it,
     /// 1 releases it, 2 rolls back to it (and releases it).
     #[napi]
     pub fn savepoint(&self, env: Env, id: u32, tx: u32, op: u32, depth: u32) -> Result<()> {
-        let kind = match op {
-            0 => WriteKind::Savepoint { depth },
-            1 => WriteKind::Release { depth },
-            _ => WriteKind::RollbackTo { depth },
-        };
-        self.submit(&env, id, tx, kind)
+        guard(&env, || {
+            let kind = match op {
+                0 => WriteKind::Savepoint { depth },
+                1 => WriteKind::Release { depth },
+                _ => WriteKind::RollbackTo { depth },
+            };
+            self.submit(&env, id, tx, kind, None)
+        })
+    }
+
+    /// Cancels a request sent with `cancellable`. Returns 0: it already finished (its
+    /// completion is on its way); 1: it was queued and never runs (no completion follows);
+    /// 2: it is running and is being interrupted (its completion follows).
+    #[napi]
+    pub fn cancel(&self, env: Env, id: u32) -> Result<u32> {
+        guard(&env, || Ok(self.db.cancel(id) as u32))
     }
 
     /// Stops accepting requests; `id` completes when every connection is closed.
     #[napi]
-    pub fn close(&self, id: u32) {
-        self.db.close(id);
+    pub fn close(&self, env: Env, id: u32) -> Result<()> {
+        guard(&env, || {
+            self.db.close(id);
+            Ok(())
+        })
     }
 
     /// For `close({ force: true })`: interrupts running statements; queued requests fail as
     /// closed without running.
     #[napi]
-    pub fn stop_all(&self) {
-        self.db.stop_all();
+    pub fn stop_all(&self, env: Env) -> Result<()> {
+        guard(&env, || {
+            self.db.stop_all();
+            Ok(())
+        })
     }
 
     /// Stops delivering completions (after the close completion arrived).
     #[napi]
-    pub fn dispose(&mut self) {
-        self.sink.release();
-        self.cleanup.remove();
+    pub fn dispose(&mut self, env: Env) -> Result<()> {
+        guard(&env, || {
+            self.sink.release();
+            self.cleanup.remove();
+            Ok(())
+        })
     }
 
     /// Keeps the process alive while work is in flight, and lets it exit when idle.
     #[napi]
-    pub fn keep_alive(&self, env: Env, on: bool) {
-        unsafe { self.sink.set_ref(env.raw(), on) }
+    pub fn keep_alive(&self, env: Env, on: bool) -> Result<()> {
+        guard(&env, || {
+            // SAFETY: the JS thread, with this call's env (the tsfn's own env).
+            unsafe { self.sink.set_ref(env.raw(), on) }
+            Ok(())
+        })
     }
 
     /// Subscribes a live query; emissions arrive as completions with `id` until unsubscribed.
     #[napi]
     pub fn subscribe(&self, env: Env, id: u32, sql: String, params: Unknown, max_delay_ms: u32) -> Result<()> {
-        let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-        self.db
-            .subscribe(id, sql, params, Duration::from_millis(max_delay_ms as u64))
-            .map_err(|e| core_error(&env, e))
+        guard(&env, || {
+            // SAFETY: the JS thread, this call's env, and a value of this call.
+            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            self.db
+                .subscribe(id, sql, params, Duration::from_millis(max_delay_ms as u64))
+                .map_err(|e| core_error(&env, e))
+        })
     }
 
     /// The emission last delivered to subscription `id` was consumed.
     #[napi]
-    pub fn acknowledge(&self, id: u32) {
-        self.db.acknowledge(id);
+    pub fn acknowledge(&self, env: Env, id: u32) -> Result<()> {
+        guard(&env, || {
+            self.db.acknowledge(id);
+            Ok(())
+        })
     }
 
     #[napi]
-    pub fn unsubscribe(&self, id: u32) {
-        self.db.unsubscribe(id);
+    pub fn unsubscribe(&self, env: Env, id: u32) -> Result<()> {
+        guard(&env, || {
+            self.db.unsubscribe(id);
+            Ok(())
+        })
     }
 
     /// The private file behind a `:memory:` database, if this is one.
     #[napi]
-    pub fn temporary_path(&self) -> Option<String> {
-        self.db.temporary_path().map(|p| p.to_string_lossy().into_owned())
+    pub fn temporary_path(&self, env: Env) -> Result<Option<String>> {
+        guard(&env, || {
+            Ok(self.db.temporary_path().map(|p| p.to_string_lossy().into_owned()))
+        })
     }
+}
 
+/// Test and experiment entry points: built only with the `test-hooks` feature (`npm test`
+/// builds it), never into the published addon (docs/decisions.md).
+#[cfg(feature = "test-hooks")]
+#[napi]
+impl NativeDatabase {
     /// `[groups, reruns]`: live-query statistics, for tests and benchmarks.
     #[napi]
     pub fn live_stats(&self) -> Vec<f64> {
@@ -299,24 +391,46 @@ impl NativeDatabase {
     #[napi]
     pub fn experiment_native_rows(&self, env: Env, encoded: Buffer) -> Result<Unknown<'_>> {
         let _ = self;
-        unsafe {
-            let v = experiments::rows_from_encoding(env.raw(), &encoded).map_err(|s| napi::Error::from_status(Status::from(s)))?;
-            Ok(Unknown::from_raw_unchecked(env.raw(), v))
-        }
+        guard(&env, || {
+            // SAFETY: called on the JS thread with this call's env; the value returned by
+            // rows_from_encoding was created in that env and is returned at once.
+            unsafe {
+                let v = experiments::rows_from_encoding(env.raw(), &encoded)
+                    .map_err(|s| napi::Error::from_status(Status::from(s)))?;
+                Ok(Unknown::from_raw_unchecked(env.raw(), v))
+            }
+        })
     }
 
+    /// A reader thread panics while serving request `id`.
     #[napi]
     pub fn panic_for_tests(&self, env: Env, id: u32) -> Result<()> {
-        self.db.panic_for_tests(id).map_err(|e| core_error(&env, e))
+        guard(&env, || self.db.panic_for_tests(id).map_err(|e| core_error(&env, e)))
+    }
+
+    /// Panics on the JS thread inside this exported method (`place` 0), or (`place` 1) in
+    /// the conversion of the next completion delivered to JS.
+    #[napi]
+    pub fn panic_on_js_thread(&self, env: Env, place: u32) -> Result<()> {
+        guard(&env, || {
+            if place == 1 {
+                sink::PANIC_IN_NEXT_DELIVERY.store(true, std::sync::atomic::Ordering::SeqCst);
+                return Ok(());
+            }
+            panic!("panic_on_js_thread: a test panic in an exported method")
+        })
     }
 }
+
 
 impl Drop for NativeDatabase {
     fn drop(&mut self) {
         // Collected without close(): the core drains and stops its threads; nothing more
-        // may reach JS.
-        self.sink.release();
-        self.cleanup.remove();
+        // may reach JS. Runs in a finalizer: a panic must not unwind into Node.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.sink.release();
+            self.cleanup.remove();
+        }));
     }
 }
 

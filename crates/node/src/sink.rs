@@ -56,7 +56,8 @@ impl NodeSink {
             drop(Arc::from_raw(context as *const NodeSink));
             return Err(status);
         }
-        // Safe: nobody else can observe the sink yet (no thread has it).
+        // SAFETY: nobody else can observe the sink yet (no thread has it, and Node calls
+        // call_js only after this function returns to the JS thread's event loop).
         let raw = Arc::as_ptr(&sink) as *mut NodeSink;
         (*raw).tsfn = tsfn;
         check(sys::napi_unref_threadsafe_function(env, tsfn))?;
@@ -83,6 +84,8 @@ impl NodeSink {
         }
         q.released = true;
         q.items.clear();
+        // SAFETY: the tsfn is alive until this release (guarded by `released`, set once
+        // under the lock, so it is released exactly once).
         unsafe {
             sys::napi_release_threadsafe_function(self.tsfn, sys::ThreadsafeFunctionReleaseMode::release);
         }
@@ -110,6 +113,7 @@ impl CompletionSink for NodeSink {
         q.items.push(completion);
         if was_empty {
             // Non-blocking on an unbounded queue: napi_ok, or napi_closing during teardown.
+            // SAFETY: callable from any thread while not released (checked under the lock).
             unsafe {
                 sys::napi_call_threadsafe_function(
                     self.tsfn,
@@ -129,7 +133,20 @@ pub fn check(status: sys::napi_status) -> NapiResult<()> {
     }
 }
 
+/// Test hook (`test-hooks` builds): the next completion's conversion panics.
+#[cfg(feature = "test-hooks")]
+pub static PANIC_IN_NEXT_DELIVERY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 unsafe extern "C" fn call_js(env: sys::napi_env, callback: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
+    // Called by Node: a panic unwinding out of here would abort the process.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: Node calls this on the JS thread with the tsfn's env, callback and context
+        // (the sink, kept alive by the reference finalize_tsfn releases).
+        unsafe { deliver(env, callback, context) }
+    }));
+}
+
+unsafe fn deliver(env: sys::napi_env, callback: sys::napi_value, context: *mut c_void) {
     if env.is_null() || context.is_null() {
         return;
     }
@@ -143,8 +160,31 @@ unsafe extern "C" fn call_js(env: sys::napi_env, callback: sys::napi_value, cont
         return;
     }
     for (i, c) in batch.into_iter().enumerate() {
+        let at = (i * 3) as u32;
+        let id = c.id;
+        // A panic converting one completion rejects that request alone (every promise
+        // settles); the others are still delivered.
+        let converted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            #[cfg(feature = "test-hooks")]
+            if PANIC_IN_NEXT_DELIVERY.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                panic!("a test panic while converting a completion");
+            }
+            completion_to_js(env, array, at, c)
+        }));
+        let converted = match converted {
+            Ok(r) => r,
+            Err(_) => {
+                let failed = Completion {
+                    id,
+                    result: Err(quietsqlite_core::Error::Internal(
+                        "quietsqlite panicked (a bug) while converting this result".into(),
+                    )),
+                };
+                completion_to_js(env, array, at, failed)
+            }
+        };
         // A conversion failure (out of memory) leaves a pending exception that Node reports.
-        if completion_to_js(env, array, (i * 3) as u32, c).is_err() {
+        if converted.is_err() {
             return;
         }
     }
@@ -156,8 +196,12 @@ unsafe extern "C" fn call_js(env: sys::napi_env, callback: sys::napi_value, cont
 }
 
 unsafe extern "C" fn finalize_tsfn(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    let sink = Arc::from_raw(data as *const NodeSink);
-    sink.mark_released();
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: `data` is the reference NodeSink::new leaked for the tsfn; Node calls this
+        // finalizer once, so it is released exactly once.
+        let sink = unsafe { Arc::from_raw(data as *const NodeSink) };
+        sink.mark_released();
+    });
 }
 
 /// What the env cleanup hook of one database holds.
@@ -170,11 +214,13 @@ struct HookState {
 /// the database, rolling back a transaction its body can no longer finish (otherwise the
 /// writer would hold the write lock on the file until the process exits).
 unsafe extern "C" fn on_env_cleanup(arg: *mut c_void) {
-    // SAFETY: `arg` is the HookState leaked in `CleanupHook::add`; it is freed only by
-    // `remove`, which unregisters this hook first, so it is alive whenever Node calls it.
-    let state = &*(arg as *const HookState);
-    state.sink.mark_released();
-    state.abandoner.abandon();
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: `arg` is the HookState leaked in `CleanupHook::add`; it is freed only by
+        // `remove`, which unregisters this hook first, so it is alive whenever Node calls it.
+        let state = unsafe { &*(arg as *const HookState) };
+        state.sink.mark_released();
+        state.abandoner.abandon();
+    });
 }
 
 /// The env cleanup hook of one database; removed when the database is disposed, so
@@ -187,6 +233,7 @@ pub struct CleanupHook {
 impl CleanupHook {
     pub fn add(env: sys::napi_env, sink: &Arc<NodeSink>, abandoner: quietsqlite_core::Abandoner) -> CleanupHook {
         let arg = Box::into_raw(Box::new(HookState { sink: sink.clone(), abandoner })) as *mut c_void;
+        // SAFETY: on the JS thread with its env; `arg` stays allocated until `remove`.
         unsafe { sys::napi_add_env_cleanup_hook(env, Some(on_env_cleanup), arg) };
         CleanupHook { env, arg }
     }
@@ -196,6 +243,7 @@ impl CleanupHook {
         if self.arg.is_null() {
             return;
         }
+        // SAFETY: the reference `add` leaked, dropped once (arg is nulled after).
         unsafe {
             sys::napi_remove_env_cleanup_hook(self.env, Some(on_env_cleanup), self.arg);
             // SAFETY: made by Box::into_raw in `add`; the null check above makes this once.

@@ -3,11 +3,15 @@
 
 use napi::sys;
 use quietsqlite_core::error::code_name;
-use quietsqlite_core::{Completion, Error, Output, Params, ReadOutput, Value};
+use quietsqlite_core::{Completion, Error, Output, Params, ReadOutput, Value, MAX_PARAMETERS, MAX_VALUE_BYTES};
 use std::ffi::c_void;
 use std::ptr;
 
 pub type NapiResult<T> = Result<T, sys::napi_status>;
+
+// SAFETY (every `unsafe fn` of this module): called on the JS thread, inside a Node-API call
+// or callback, with that call's `env` and values created in its scope. Sizes that come from
+// JS are checked before they size an allocation or a slice (MAX_PARAMETERS, MAX_VALUE_BYTES).
 
 /// A parameter that cannot be converted: the message names it.
 pub enum ParamError {
@@ -32,15 +36,23 @@ unsafe fn type_of(env: sys::napi_env, v: sys::napi_value) -> NapiResult<sys::nap
     Ok(t)
 }
 
-pub unsafe fn get_string(env: sys::napi_env, v: sys::napi_value) -> NapiResult<String> {
+/// A JS string as UTF-8 (lone surrogates become U+FFFD, as Node converts them). `name`
+/// says which value, for the error when it is longer than SQLite stores.
+pub unsafe fn get_string(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn() -> String) -> Result<String, ParamError> {
     let mut len = 0usize;
     ok(sys::napi_get_value_string_utf8(env, v, ptr::null_mut(), 0, &mut len))?;
+    // Checked before allocating: `len + 1` cannot overflow below this limit.
+    if len > MAX_VALUE_BYTES {
+        return Err(ParamError::Range(format!("{} is longer than SQLite's limit of {MAX_VALUE_BYTES} bytes", name())));
+    }
     let mut buf: Vec<u8> = Vec::with_capacity(len + 1);
     let mut written = 0usize;
     ok(sys::napi_get_value_string_utf8(env, v, buf.as_mut_ptr() as *mut _, len + 1, &mut written))?;
-    buf.set_len(written);
-    // Node writes valid UTF-8 (lone surrogates become U+FFFD).
-    Ok(String::from_utf8_unchecked(buf))
+    // SAFETY: Node wrote `written` bytes (at most `len`, not counting the NUL it adds)
+    // into the `len + 1` bytes reserved above.
+    buf.set_len(written.min(len));
+    // Validated, not assumed: a checked conversion costs little next to the Node-API call.
+    Ok(String::from_utf8(buf).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
 /// One parameter value. `name` says which parameter, for error messages.
@@ -56,7 +68,7 @@ pub unsafe fn to_value(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn() -
                 Ok(Value::Real(f))
             }
         }
-        sys::ValueType::napi_string => Ok(Value::Text(get_string(env, v)?)),
+        sys::ValueType::napi_string => Ok(Value::Text(get_string(env, v, name)?)),
         sys::ValueType::napi_null | sys::ValueType::napi_undefined => Ok(Value::Null),
         sys::ValueType::napi_boolean => {
             let mut b = false;
@@ -76,7 +88,7 @@ pub unsafe fn to_value(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn() -
             Ok(Value::Integer(i))
         }
         sys::ValueType::napi_object => {
-            if let Some(bytes) = view_bytes(env, v)? {
+            if let Some(bytes) = view_bytes(env, v, name)? {
                 return Ok(Value::Blob(bytes.to_vec()));
             }
             Err(ParamError::Type(format!(
@@ -99,43 +111,66 @@ pub unsafe fn to_value(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn() -
     }
 }
 
-/// The bytes of a Buffer, typed array or DataView; `None` for any other object.
-unsafe fn view_bytes<'a>(env: sys::napi_env, v: sys::napi_value) -> NapiResult<Option<&'a [u8]>> {
+/// Bytes per element of a typed array kind (Node-API's `napi_typedarray_type`); `None` for
+/// a kind this binding does not know, which is refused rather than guessed.
+fn element_size(kind: sys::napi_typedarray_type) -> Option<usize> {
+    use sys::TypedarrayType as T;
+    /// `napi_float16_array` (Node 24+); not in the bindings' constants yet.
+    const FLOAT16_ARRAY: sys::napi_typedarray_type = 11;
+    match kind {
+        T::int8_array | T::uint8_array | T::uint8_clamped_array => Some(1),
+        T::int16_array | T::uint16_array | FLOAT16_ARRAY => Some(2),
+        T::int32_array | T::uint32_array | T::float32_array => Some(4),
+        T::float64_array | T::bigint64_array | T::biguint64_array => Some(8),
+        _ => None,
+    }
+}
+
+/// The bytes of a Buffer, typed array or DataView (exactly its byteLength); `None` for any
+/// other object.
+unsafe fn view_bytes<'a>(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn() -> String) -> Result<Option<&'a [u8]>, ParamError> {
     let mut is = false;
+    let (mut length, mut data, mut ab, mut offset) = (0usize, ptr::null_mut::<c_void>(), ptr::null_mut(), 0usize);
     ok(sys::napi_is_typedarray(env, v, &mut is))?;
     if is {
         let mut kind = 0;
-        let mut length = 0usize;
-        let mut data: *mut c_void = ptr::null_mut();
-        let mut ab = ptr::null_mut();
-        let mut offset = 0usize;
         ok(sys::napi_get_typedarray_info(env, v, &mut kind, &mut length, &mut data, &mut ab, &mut offset))?;
-        let elem = match kind {
-            sys::TypedarrayType::int8_array | sys::TypedarrayType::uint8_array | sys::TypedarrayType::uint8_clamped_array => 1,
-            sys::TypedarrayType::int16_array | sys::TypedarrayType::uint16_array => 2,
-            sys::TypedarrayType::int32_array | sys::TypedarrayType::uint32_array | sys::TypedarrayType::float32_array => 4,
-            _ => 8,
+        let Some(elem) = element_size(kind) else {
+            return Err(ParamError::Type(format!("{} is a typed array of a kind quietsqlite does not know", name())));
         };
-        return Ok(Some(slice(data, length * elem)));
-    }
-    ok(sys::napi_is_dataview(env, v, &mut is))?;
-    if is {
-        let mut length = 0usize;
-        let mut data: *mut c_void = ptr::null_mut();
-        let mut ab = ptr::null_mut();
-        let mut offset = 0usize;
+        length = length.checked_mul(elem).ok_or_else(|| too_long(name))?;
+    } else {
+        ok(sys::napi_is_dataview(env, v, &mut is))?;
+        if !is {
+            return Ok(None);
+        }
         ok(sys::napi_get_dataview_info(env, v, &mut length, &mut data, &mut ab, &mut offset))?;
-        return Ok(Some(slice(data, length)));
     }
-    Ok(None)
+    if length > MAX_VALUE_BYTES {
+        return Err(too_long(name));
+    }
+    // The view must lie inside its buffer (always true for a live view; this keeps a wrong
+    // element size or a shrunk buffer from ever reading past it).
+    let mut ab_data = ptr::null_mut();
+    let mut ab_len = 0usize;
+    ok(sys::napi_get_arraybuffer_info(env, ab, &mut ab_data, &mut ab_len))?;
+    if offset.checked_add(length).is_none_or(|end| end > ab_len) {
+        return Err(ParamError::Type(format!("{} is a view that reaches past its ArrayBuffer", name())));
+    }
+    if length == 0 {
+        return Ok(Some(&[]));
+    }
+    if data.is_null() {
+        return Err(ParamError::Type(format!("{} is a view without memory (detached?)", name())));
+    }
+    // SAFETY: Node-API reports `data` as the view's first byte and the view spans `length`
+    // bytes inside its ArrayBuffer (checked above; `length` <= MAX_VALUE_BYTES < isize::MAX).
+    // The bytes are copied before control returns to JS, so the slice cannot outlive them.
+    Ok(Some(std::slice::from_raw_parts(data as *const u8, length)))
 }
 
-unsafe fn slice<'a>(data: *mut c_void, len: usize) -> &'a [u8] {
-    if len == 0 || data.is_null() {
-        &[]
-    } else {
-        std::slice::from_raw_parts(data as *const u8, len)
-    }
+fn too_long(name: &dyn Fn() -> String) -> ParamError {
+    ParamError::Range(format!("{} is longer than SQLite's limit of {MAX_VALUE_BYTES} bytes", name()))
 }
 
 unsafe fn array_len(env: sys::napi_env, v: sys::napi_value) -> NapiResult<Option<u32>> {
@@ -157,6 +192,13 @@ pub unsafe fn to_params(env: sys::napi_env, v: sys::napi_value, label: &str) -> 
         _ => return Err(ParamError::Type(format!("{label} must be an array or an object"))),
     }
     if let Some(n) = array_len(env, v)? {
+        // The length is the caller's to choose ([] with length 2^32-1): checked before
+        // anything is sized by it.
+        if n > MAX_PARAMETERS {
+            return Err(ParamError::Range(format!(
+                "{label} has {n} elements; a statement takes at most {MAX_PARAMETERS} parameters"
+            )));
+        }
         let mut values = Vec::with_capacity(n as usize);
         for i in 0..n {
             let mut item = ptr::null_mut();
@@ -165,7 +207,7 @@ pub unsafe fn to_params(env: sys::napi_env, v: sys::napi_value, label: &str) -> 
         }
         return Ok(Params::Positional(values));
     }
-    if view_bytes(env, v)?.is_some() {
+    if view_bytes(env, v, &|| label.to_owned())?.is_some() {
         return Err(ParamError::Type(format!(
             "{label} must be an array or an object (a lone Buffer needs wrapping in an array)"
         )));
@@ -181,13 +223,18 @@ pub unsafe fn to_params(env: sys::napi_env, v: sys::napi_value, label: &str) -> 
     ))?;
     let mut n = 0u32;
     ok(sys::napi_get_array_length(env, keys, &mut n))?;
+    if n > MAX_PARAMETERS {
+        return Err(ParamError::Range(format!(
+            "{label} has {n} keys; a statement takes at most {MAX_PARAMETERS} parameters"
+        )));
+    }
     let mut pairs = Vec::with_capacity(n as usize);
     for i in 0..n {
         let mut key = ptr::null_mut();
         ok(sys::napi_get_element(env, keys, i, &mut key))?;
         let mut item = ptr::null_mut();
         ok(sys::napi_get_property(env, v, key, &mut item))?;
-        let name = get_string(env, key)?;
+        let name = get_string(env, key, &|| format!("a key of {label}"))?;
         let value = to_value(env, item, &|| format!("{label}.{name}"))?;
         pairs.push((name, value));
     }
@@ -199,7 +246,8 @@ pub unsafe fn to_param_sets(env: sys::napi_env, v: sys::napi_value) -> Result<Ve
     let Some(n) = array_len(env, v)? else {
         return Err(ParamError::Type("paramSets must be an array of arrays or objects".into()));
     };
-    let mut sets = Vec::with_capacity(n as usize);
+    // A sparse array may claim 2^32-1 sets: grow with the sets actually converted.
+    let mut sets = Vec::with_capacity((n as usize).min(1024));
     for i in 0..n {
         let mut item = ptr::null_mut();
         ok(sys::napi_get_element(env, v, i, &mut item))?;
@@ -215,6 +263,8 @@ pub unsafe fn to_param_sets(env: sys::napi_env, v: sys::napi_value) -> Result<Ve
 // ---- completions to JS ----
 
 unsafe extern "C" fn free_vec(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` is the Box `buffer` leaked for this external buffer; Node calls the
+    // finalizer once. Dropping a Vec cannot panic, so nothing unwinds into Node.
     drop(Box::from_raw(hint as *mut Vec<u8>));
 }
 
@@ -235,6 +285,9 @@ unsafe fn buffer(env: sys::napi_env, bytes: Vec<u8>) -> NapiResult<sys::napi_val
     let data = boxed.as_ptr() as *mut c_void;
     let len = boxed.len();
     let hint = Box::into_raw(boxed);
+    // SAFETY: `data` stays valid until free_vec runs (the Vec's heap block does not move
+    // when the Box moves). On failure Node did not take the finalizer: the Box is taken
+    // back here exactly once, and a copy is tried where external buffers are refused.
     let status = sys::napi_create_external_buffer(env, len, data, Some(free_vec), hint as *mut c_void, &mut out);
     if status == sys::Status::napi_ok {
         return Ok(out);
@@ -266,6 +319,8 @@ unsafe fn int64(env: sys::napi_env, i: i64) -> NapiResult<sys::napi_value> {
 
 pub(crate) unsafe fn string(env: sys::napi_env, s: &str) -> NapiResult<sys::napi_value> {
     let mut out = ptr::null_mut();
+    // A Rust string's length is at most isize::MAX; a string longer than V8 allows is an
+    // error status (ERR_STRING_TOO_LONG), not a crash.
     ok(sys::napi_create_string_utf8(env, s.as_ptr() as *const _, s.len() as isize, &mut out))?;
     Ok(out)
 }

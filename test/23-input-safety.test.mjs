@@ -1,0 +1,372 @@
+// Issue 8, classes 1, 2, 3, 8 and 9: no input ends the process, every view binds exactly
+// its own bytes, the packed batch path stores what `execute` stores, SQL is taken exactly,
+// the `:memory:` file is private, and errors name the real problem without echoing values.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readdirSync, readlinkSync, statSync, unlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { Database, SqliteError, openMemory, openTemp, rejectsAsync } from './fixtures/helpers.mjs';
+
+const DIST = new URL('../dist/index.mjs', import.meta.url).href;
+
+/** Runs `body` (an async function's source, given `db`) in a child process: a crash fails
+ * the test instead of ending the runner. Resolves with the child's printed JSON. */
+function inChild(body) {
+  const src = `import { Database } from ${JSON.stringify(DIST)};
+const db = await Database.open(':memory:');
+const out = await (async (db) => { ${body} })(db);
+await db.close();
+console.log(JSON.stringify(out));`;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', src], { encoding: 'utf8', timeout: 120_000 });
+  assert.equal(r.status, 0, `the child ended with ${r.status ?? r.signal}: ${r.stderr.slice(-2000)}`);
+  return JSON.parse(r.stdout.trim().split('\n').pop());
+}
+
+const describeError = `(e) => [e.constructor.name, e.code ?? null, e.message]`;
+
+// ---- class 1: process crashes from input ----
+
+test('a sparse array of length 2^32-1 as parameters is a RangeError in every method', () => {
+  const out = inChild(`
+    const huge = []; huge.length = 2 ** 32 - 1;
+    const d = ${describeError};
+    await db.execute('CREATE TABLE t(x)');
+    const calls = {
+      execute: () => db.execute('SELECT ?', huge),
+      select: () => db.select('SELECT ?', huge),
+      selectOne: () => db.selectOne('SELECT ?', huge),
+      selectBytes: () => db.selectBytes('SELECT ?', huge),
+      batchPositional: () => db.executeBatch('INSERT INTO t VALUES (?)', [huge]),
+      batchSets: () => db.executeBatch('INSERT INTO t VALUES (?)', huge),
+      batchMixed: () => db.executeBatch('INSERT INTO t VALUES (?)', [{ x: 1 }, huge]),
+      tx: () => db.transaction((tx) => tx.execute('SELECT ?', huge)),
+      stream: () => new Promise((resolve, reject) => db.stream('SELECT ?', huge).subscribe(resolve, reject)),
+    };
+    const out = {};
+    for (const [k, f] of Object.entries(calls)) out[k] = await f().then(() => 'resolved', d);
+    return out;
+  `);
+  for (const [method, r] of Object.entries(out)) {
+    if (method === 'batchSets') {
+      // 2^32-1 holes: the first set is not an array or object; nothing was sized by the length.
+      assert.equal(r[0], 'TypeError', method);
+      continue;
+    }
+    assert.equal(r[0], 'RangeError', `${method}: ${r}`);
+    assert.match(r[2], /at most 32766 parameters/, method);
+  }
+});
+
+test('an object with more keys than a statement can take is a RangeError', async (t) => {
+  const db = await openMemory(t);
+  const many = Object.fromEntries(Array.from({ length: 40_000 }, (_, i) => [`k${i}`, i]));
+  await rejectsAsync(() => db.select('SELECT :k0 AS x', many), { name: 'RangeError', message: /at most 32766/ });
+  assert.deepEqual(await db.select('SELECT ? AS x', [1]), [{ x: 1 }]);
+});
+
+test('scripts of many statements run (or are refused) in every method without a crash', () => {
+  const out = inChild(`
+    const d = ${describeError};
+    const inserts = 'INSERT INTO t VALUES (1);'.repeat(20000);
+    const selects = 'SELECT 1;'.repeat(20000);
+    await db.execute('CREATE TABLE t(x)');
+    const r = {};
+    r.execute = await db.execute(inserts).then((x) => x.changes, d);
+    r.executeSelects = await db.execute(selects).then((x) => x.changes, d);
+    r.select = await db.select(selects).then(() => 'resolved', d);
+    r.selectBytes = await db.selectBytes(selects).then(() => 'resolved', d);
+    r.batch = await db.executeBatch(inserts, [[]]).then(() => 'resolved', d);
+    r.txExecute = await db.transaction((tx) => tx.execute(inserts)).then((x) => x.changes, d);
+    r.txSelect = await db.transaction((tx) => tx.select(selects)).then(() => 'resolved', d);
+    r.stream = await new Promise((res, rej) => db.stream(selects).subscribe(res, rej)).then(() => 'resolved', d);
+    r.count = (await db.selectOne('SELECT count(*) AS n FROM t')).n;
+    return r;
+  `);
+  assert.equal(out.execute, 20000);
+  assert.equal(out.executeSelects, 0);
+  assert.equal(out.txExecute, 20000);
+  for (const k of ['select', 'selectBytes', 'batch', 'txSelect', 'stream']) {
+    assert.equal(out[k][0], 'RangeError', `${k}: ${out[k]}`);
+    assert.match(out[k][2], /more than one statement/, k);
+  }
+  assert.equal(out.count, 40000);
+});
+
+test('a statement after a failing one in a script does not run; the error names it', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE u(x UNIQUE)');
+  const err = await rejectsAsync(
+    () => db.execute('INSERT INTO u VALUES (1); INSERT INTO u VALUES (1); INSERT INTO u VALUES (2)'),
+    SqliteError,
+  );
+  assert.equal(err.code, 'SQLITE_CONSTRAINT_UNIQUE');
+  assert.deepEqual(await db.select('SELECT x FROM u'), [{ x: 1 }]);
+});
+
+test('deeply nested SQL is an error, not a crash; nesting within SQLite limits runs', () => {
+  const out = inChild(`
+    const d = ${describeError};
+    const deep = (n) => 'SELECT ' + '('.repeat(n) + '1' + ')'.repeat(n) + ' AS x';
+    const neg = (n) => 'SELECT ' + '- '.repeat(n) + '1 AS x';
+    return {
+      parens: await db.select(deep(100000)).then(() => 'resolved', d),
+      parensExec: await db.execute(deep(100000)).then(() => 'resolved', d),
+      fine: await db.select(deep(900)).then((r) => r[0].x, d),
+      negations: await db.select(neg(990)).then((r) => r[0].x, d),
+      json: await db.select("SELECT json_valid(?) AS v", ['['.repeat(100000) + ']'.repeat(100000)]).then((r) => r[0].v, d),
+    };
+  `);
+  assert.equal(out.parens[0], 'SqliteError');
+  assert.equal(out.parensExec[0], 'SqliteError');
+  assert.equal(out.fine, 1);
+  assert.equal(out.negations, 1);
+  assert.equal(out.json, 0);
+});
+
+test('a panic inside an exported native method throws ERR_QUIETSQLITE_INTERNAL; the process lives on', () => {
+  const out = inChild(`
+    const hook = Symbol.for('quietsqlite.panicOnJsThread');
+    let thrown;
+    try { db[hook](0); } catch (e) { thrown = [e.constructor.name, e.code, e.message]; }
+    const after = await db.select('SELECT 1 AS x');
+    return { thrown, after };
+  `);
+  assert.equal(out.thrown[1], 'ERR_QUIETSQLITE_INTERNAL');
+  assert.match(out.thrown[2], /panic/);
+  assert.deepEqual(out.after, [{ x: 1 }]);
+});
+
+test('a panic while a result is handed to JS rejects that request only', () => {
+  const out = inChild(`
+    const d = ${describeError};
+    db[Symbol.for('quietsqlite.panicOnJsThread')](1);
+    const first = await db.select('SELECT 1 AS x').then((r) => r, d);
+    const second = await db.select('SELECT 2 AS x');
+    return { first, second };
+  `);
+  assert.equal(out.first[1], 'ERR_QUIETSQLITE_INTERNAL');
+  assert.deepEqual(out.second, [{ x: 2 }]);
+});
+
+// ---- class 2: every ArrayBuffer view binds exactly its own bytes ----
+
+function views() {
+  const raw = Uint8Array.from({ length: 64 }, (_, i) => (i * 37 + 11) & 0xff);
+  const kinds = [
+    ['Int8Array', Int8Array],
+    ['Uint8Array', Uint8Array],
+    ['Uint8ClampedArray', Uint8ClampedArray],
+    ['Int16Array', Int16Array],
+    ['Uint16Array', Uint16Array],
+    ['Int32Array', Int32Array],
+    ['Uint32Array', Uint32Array],
+    ['Float32Array', Float32Array],
+    ['Float64Array', Float64Array],
+    ['BigInt64Array', BigInt64Array],
+    ['BigUint64Array', BigUint64Array],
+  ];
+  if (typeof globalThis.Float16Array === 'function') kinds.push(['Float16Array', globalThis.Float16Array]);
+  const out = [];
+  for (const [name, C] of kinds) {
+    const buf = raw.slice().buffer;
+    out.push([name, new C(buf, 0, 16 / C.BYTES_PER_ELEMENT)]);
+    // A view with an offset into a larger buffer: only its own bytes.
+    out.push([`${name} (offset 8)`, new C(buf, 8, 16 / C.BYTES_PER_ELEMENT)]);
+    out.push([`${name} (empty)`, new C(buf, 16, 0)]);
+  }
+  out.push(['DataView', new DataView(raw.slice().buffer, 4, 9)]);
+  out.push(['Buffer', Buffer.from(raw)]);
+  out.push(['Buffer subarray', Buffer.from(raw).subarray(3, 17)]);
+  return out;
+}
+
+const bytesOf = (v) => Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+
+test('every ArrayBuffer view round-trips exactly through every way in', async (t) => {
+  if (typeof globalThis.Float16Array === 'function') t.diagnostic('Float16Array included');
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE b(k TEXT, v BLOB)');
+  for (const [name, v] of views()) {
+    const want = bytesOf(v);
+    await db.execute('INSERT INTO b VALUES (?, ?)', [`execute ${name}`, v]);
+    await db.executeBatch('INSERT INTO b VALUES (?, ?)', [[`packed ${name}`, v]]);
+    await db.executeBatch('INSERT INTO b VALUES (:k, :v)', [{ k: `named ${name}`, v }]);
+    const sel = await db.selectOne('SELECT ? AS v', [v]);
+    assert.deepEqual(Buffer.from(sel.v), want, `select params: ${name}`);
+    const hex = await db.selectOne('SELECT hex(?) AS h', [v]);
+    assert.equal(hex.h, want.toString('hex').toUpperCase(), `hex: ${name}`);
+    const live = db.stream('SELECT ? AS v', [v]);
+    const rows = await new Promise((resolve, reject) => {
+      const stop = live.subscribe((r) => {
+        stop();
+        resolve(r);
+      }, reject);
+    });
+    assert.deepEqual(Buffer.from(rows[0].v), want, `stream params: ${name}`);
+    for (const how of ['execute', 'packed', 'named']) {
+      const row = await db.selectOne('SELECT v FROM b WHERE k = ?', [`${how} ${name}`]);
+      assert.deepEqual(Buffer.from(row.v), want, `${how}: ${name}`);
+    }
+  }
+});
+
+test('a view whose byteLength is shadowed still binds its own bytes (packed path)', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE b(v BLOB)');
+  const big = Uint8Array.from({ length: 32 }, (_, i) => i);
+  const v = big.subarray(4, 8);
+  Object.defineProperty(v, 'byteLength', { value: 28 });
+  Object.defineProperty(v, 'byteOffset', { value: 0 });
+  await db.executeBatch('INSERT INTO b VALUES (?)', [[v]]);
+  await db.execute('INSERT INTO b VALUES (?)', [v]);
+  const rows = await db.select('SELECT hex(v) AS h FROM b');
+  assert.deepEqual(rows, [{ h: '04050607' }, { h: '04050607' }]);
+});
+
+// ---- class 3: data stored exactly as given ----
+
+test('executeBatch (packed) stores byte for byte what execute stores: lone surrogates at edges', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE s(i INTEGER, j INTEGER, v TEXT)');
+  const cases = [
+    ['a\uD83D', '\uDE00b'],
+    ['\uD83D', '\uDE00'],
+    ['x\uDC00', '\uD800y', '\uD800'],
+    ['😀', '\uDE00', 'e\0f'],
+  ];
+  for (const [i, set] of cases.entries()) {
+    await db.execute('DELETE FROM s');
+    await db.executeBatch('INSERT INTO s VALUES (?, ?, ?)', set.map((v, j) => [i, j, v]));
+    for (const [j, v] of set.entries()) await db.execute('INSERT INTO s VALUES (?, ?, ?)', [-1, j, v]);
+    const packed = await db.select('SELECT j, hex(v) AS h FROM s WHERE i >= 0 ORDER BY j');
+    const single = await db.select('SELECT j, hex(v) AS h FROM s WHERE i < 0 ORDER BY j');
+    assert.deepEqual(packed, single, JSON.stringify(set));
+  }
+});
+
+test('property: the packed batch path stores what execute stores, for any strings', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE s(src INTEGER, n INTEGER, v TEXT)');
+  const edge = fc.constantFrom('\uD83D', '\uDE00', '\uD800', '\uDFFF', '😀', '\0', 'é', '');
+  const piece = fc.oneof(fc.string({ unit: 'binary', maxLength: 6 }), edge);
+  const text = fc.array(piece, { maxLength: 4 }).map((a) => a.join(''));
+  await fc.assert(
+    fc.asyncProperty(fc.array(text, { minLength: 1, maxLength: 8 }), async (values) => {
+      await db.execute('DELETE FROM s');
+      await db.executeBatch('INSERT INTO s VALUES (0, ?, ?)', values.map((v, n) => [n, v]));
+      for (const [n, v] of values.entries()) await db.execute('INSERT INTO s VALUES (1, ?, ?)', [n, v]);
+      const packed = await db.select('SELECT hex(v) AS h FROM s WHERE src = 0 ORDER BY n');
+      const single = await db.select('SELECT hex(v) AS h FROM s WHERE src = 1 ORDER BY n');
+      assert.deepEqual(packed, single);
+      // And what comes back is the well-formed form of what went in.
+      const back = await db.select('SELECT v FROM s WHERE src = 0 ORDER BY n');
+      assert.deepEqual(back.map((r) => r.v), values.map((v) => v.toWellFormed()));
+    }),
+    { numRuns: 300 },
+  );
+});
+
+test('SQL text containing NUL is a TypeError in every method; nothing runs', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(x)');
+  const sql = 'INSERT INTO t VALUES (1)\0; DROP TABLE t';
+  const expected = { name: 'TypeError', message: 'SQL text contains a NUL character' };
+  await rejectsAsync(() => db.execute(sql), expected);
+  await rejectsAsync(() => db.execute('SELECT 1\0'), expected);
+  await rejectsAsync(() => db.select('SELECT 1\0 garbage'), expected);
+  await rejectsAsync(() => db.selectOne('SELECT 1\0'), expected);
+  await rejectsAsync(() => db.selectBytes('SELECT 1\0'), expected);
+  await rejectsAsync(() => db.executeBatch(sql, [[]]), expected);
+  await rejectsAsync(() => db.transaction((tx) => tx.execute(sql)), expected);
+  await rejectsAsync(() => db.transaction((tx) => tx.select('SELECT 1\0')), expected);
+  assert.throws(() => db.stream('SELECT 1\0'), expected);
+  assert.deepEqual(await db.select('SELECT count(*) AS n FROM t'), [{ n: 0 }]);
+});
+
+// ---- class 8: security ----
+
+test('the file behind :memory: is private (0600, also -wal and -shm) with an unpredictable name', { skip: process.platform === 'win32' }, async (t) => {
+  const dir = statSync('/dev/shm', { throwIfNoEntry: false })?.isDirectory() ? '/dev/shm' : tmpdir();
+  const listing = () => readdirSync(dir).filter((n) => n.startsWith('quietsqlite-memory-'));
+  const before = new Set(listing());
+  const a = await openMemory(t);
+  const b = await openMemory(t);
+  await a.execute('CREATE TABLE t(x)');
+  await a.execute('INSERT INTO t VALUES (1)');
+  // Files this test's two databases created (other processes may use the directory too:
+  // where /proc exists, only the files this process holds open count).
+  let ours = listing().filter((n) => !before.has(n));
+  if (statSync('/proc/self/fd', { throwIfNoEntry: false })) {
+    const open = new Set();
+    for (const fd of readdirSync('/proc/self/fd')) {
+      try {
+        open.add(readlinkSync(`/proc/self/fd/${fd}`).split('/').pop());
+      } catch {}
+    }
+    ours = ours.filter((n) => open.has(n));
+  }
+  assert.ok(ours.length >= 2, `files in ${dir}: ${ours}`);
+  for (const name of ours) {
+    assert.doesNotMatch(name, new RegExp(`-${process.pid}-`), 'the name must not be predictable from the pid');
+    assert.match(name, /^quietsqlite-memory-[0-9a-f]{32}\.db(-wal|-shm)?$/);
+    let mode;
+    try {
+      mode = statSync(join(dir, name)).mode & 0o777;
+    } catch {
+      continue; // another test's file went away meanwhile
+    }
+    assert.equal(mode, 0o600, `${name} is ${mode.toString(8)}`);
+  }
+  assert.ok(ours.some((n) => n.endsWith('-wal')), 'a WAL file exists and was checked');
+  await b.close();
+});
+
+test('error messages name parameters, never their values', async (t) => {
+  const db = await openMemory(t);
+  const secret = 'hunter2-secret';
+  const check = (err) => assert.ok(!String(err.message).includes(secret), err.message);
+  check(await rejectsAsync(() => db.select('SELECT ?', [secret, secret]), RangeError));
+  check(await rejectsAsync(() => db.select('SELECT :a', { a: secret, b: secret }), RangeError));
+  check(await rejectsAsync(() => db.select('SELECT :a', { a: secret, ':a': secret }), RangeError));
+  check(await rejectsAsync(() => db.select('SELECT ?', [{ secret }]), TypeError));
+  check(await rejectsAsync(() => db.select('SELECT ?', [2n ** 70n]), RangeError));
+  check(
+    await rejectsAsync(() => Database.open(':memory:', { pragmas: { user_version: `${secret}; x` } }), Error),
+  );
+});
+
+// ---- class 9: clear errors ----
+
+test('a database file deleted while open reports the extended code name', { skip: process.platform !== 'linux' }, async (t) => {
+  const db = await openTemp(t, { readers: 1 }, 'gone.db');
+  await db.execute('CREATE TABLE t(x)');
+  await db.execute('INSERT INTO t VALUES (1)');
+  unlinkSync(db.path);
+  // The reader's next transaction checks its file (fstat) and finds it gone.
+  const err = await rejectsAsync(() => db.select('SELECT x FROM t'), SqliteError);
+  assert.equal(err.code, 'SQLITE_IOERR_FSTAT');
+  assert.equal(err.errno, 1802);
+});
+
+test('a path containing NUL says the path contains a NUL character', async () => {
+  await assert.rejects(() => Database.open('/tmp/a\0b.db'), {
+    name: 'TypeError',
+    message: /path contains a NUL character/,
+  });
+});
+
+test('two keys naming the same parameter are a RangeError naming it', async (t) => {
+  const db = await openMemory(t);
+  for (const [sql, params] of [
+    ['SELECT :a AS x', { a: 1, ':a': 2 }],
+    ['SELECT @a AS x', { '@a': 1, a: 2 }],
+    ['SELECT $a AS x', { a: 1, $a: 2 }],
+  ]) {
+    await rejectsAsync(() => db.select(sql, params), { name: 'RangeError', message: /'[:@$]a' is given twice/ });
+  }
+  // Different prefixes are different parameters in SQLite and each binds its own key.
+  assert.deepEqual(await db.select('SELECT :a AS x, @a AS y', { ':a': 1, '@a': 2 }), [{ x: 1, y: 2 }]);
+});
