@@ -1,26 +1,45 @@
 // Turns the native row encoding (crates/core/src/encode.rs) into JS rows. Rows are plain
 // objects built by a function generated once per column list, so every row of a shape
-// shares one hidden class; all text of a result is decoded with ONE string conversion and
-// each field is a slice of it (see docs/experiments/001-result-path.md).
+// shares one hidden class; the text of a result comes in chunks of at most 64 KiB (or one
+// larger value), each decoded with ONE string conversion, and each field is a slice of its
+// chunk (see docs/experiments/001-result-path.md and 010-chunked-text.md): a kept field
+// keeps at most its chunk alive, and no string is longer than a chunk.
+
+import { constants as bufferConstants } from 'node:buffer';
 
 export type IntMode = 'auto' | 'number' | 'bigint';
 export type RowMode = 'object' | 'array';
 export type SqlValue = number | bigint | string | Buffer | null;
 export type Row = Record<string, SqlValue>;
 
-const HEADER_BYTES = 32;
-const FLAG_ASCII_TEXT = 1;
-const FORMAT_VERSION = 1;
+/** Constants of the result encoding. Their home is crates/core/src/encode.rs;
+ * test/24-result-memory.test.mjs checks that both sides agree. */
+export const ENCODING = {
+  FORMAT_VERSION: 2,
+  HEADER_BYTES: 32,
+  FLAG_ASCII_TEXT: 1,
+  TAG_NULL: 0,
+  TAG_REAL: 1,
+  TAG_TEXT: 2,
+  TAG_BLOB: 3,
+  TAG_BIGINT: 4,
+  TAG_INT: 5,
+  TAG_TEXT_CHUNK: 6,
+} as const;
+const { HEADER_BYTES, FLAG_ASCII_TEXT, FORMAT_VERSION } = ENCODING;
 const EMPTY_BIGS = new BigInt64Array(0);
+const EMPTY_CHUNKS = new Float64Array(0);
+const MAX_STRING_LENGTH = bufferConstants.MAX_STRING_LENGTH;
 
 type Build = (
   rows: number,
   tags: Uint8Array,
   nums: Float64Array,
   bigs: BigInt64Array,
-  text: string,
+  chunks: Float64Array,
   buf: Buffer,
-  blobBase: number,
+  textBase: number,
+  latin1: boolean,
 ) => unknown[];
 
 /** Builders by row mode and int mode, then by the column-name list: no key is concatenated
@@ -35,14 +54,41 @@ function unsafeInteger(value: bigint): never {
   );
 }
 
+/** Decodes the text bytes [start, end) of `buf` as one string. A chunk longer than the
+ * longest string V8 makes holds exactly one value (crates/core/src/encode.rs), which is
+ * `units` UTF-16 units long and sits in column `column`. */
+function decodeChunk(buf: Buffer, start: number, end: number, latin1: boolean, units: number, column: string): string {
+  if (end - start <= MAX_STRING_LENGTH) return buf.toString(latin1 ? 'latin1' : 'utf8', start, end);
+  if (units > MAX_STRING_LENGTH) {
+    throw new RangeError(
+      `the value of column ${JSON.stringify(column)} is ${units} characters long, more than the ` +
+        `longest string JavaScript can hold (${MAX_STRING_LENGTH}); read it with substr() in SQL or as a BLOB`,
+    );
+  }
+  // Fewer characters than the limit but more UTF-8 bytes than Node decodes at once: decode
+  // pieces cut at character boundaries and join them.
+  let out = '';
+  for (let a = start; a < end; ) {
+    let b = Math.min(end, a + MAX_STRING_LENGTH);
+    while (b < end && (buf[b]! & 0xc0) === 0x80) b--; // not inside a character
+    out += buf.toString('utf8', a, b);
+    a = b;
+  }
+  return out;
+}
+
 /** Generates the builder for one column list, row mode and integer mode. Each cell is an
  * inline expression (no call per cell): see docs/experiments/001-result-path.md. */
 function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build {
   const int = intMode === 'bigint' ? 'BigInt(x)' : 'x';
-  // Common tags first: INT, REAL, TEXT, NULL; BLOB and BIGINT go through small closures.
+  // Common tags first: INT, REAL, TEXT, NULL; BLOB and BIGINT go through small closures, and
+  // so does the first TEXT cell of each chunk (TAG_TEXT_CHUNK: a new string to slice from).
+  const E = ENCODING;
   const cell =
-    `(t = tags[i], x = nums[i++], t === 5 ? ${int} : t === 1 ? x : ` +
-    `t === 2 ? (s = text.slice(tp, x), tp = x, s) : t === 0 ? null : t === 3 ? blob(x) : big())`;
+    `(t = tags[i], x = nums[i++], t === ${E.TAG_INT} ? ${int} : t === ${E.TAG_REAL} ? x : ` +
+    `t === ${E.TAG_TEXT} ? (s = text.slice(tp, x), tp = x, s) : t === ${E.TAG_NULL} ? null : ` +
+    `t === ${E.TAG_TEXT_CHUNK} ? (text = chunk(x, i - 1), tp = x, text.slice(0, x)) : ` +
+    `t === ${E.TAG_BLOB} ? blob(x) : big())`;
   let row: string;
   if (rowMode === 'array') {
     row = `[${names.map(() => cell).join(', ')}]`;
@@ -53,15 +99,27 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
   }
   const big = intMode === 'number' ? 'unsafeInteger(bigs[gp++])' : 'bigs[gp++]';
   const source = `
-    return function build(n, tags, nums, bigs, text, buf, blobBase) {
-      let i = 0, tp = 0, bp = 0, gp = 0, t = 0, x = 0, s = '';
+    return function build(n, tags, nums, bigs, chunks, buf, textBase, latin1) {
+      let i = 0, tp = 0, bp = 0, gp = 0, t = 0, x = 0, s = '', text = '', k = 0, cs = 0;
+      const blobBase = textBase + (chunks.length === 0 ? 0 : chunks[chunks.length - 1]);
       const blob = (end) => { const b = Buffer.from(buf.subarray(blobBase + bp, blobBase + end)); bp = end; return b; };
       const big = () => ${big};
+      const chunk = (units, cell) => {
+        const ce = chunks[k++];
+        const str = decodeChunk(buf, textBase + cs, textBase + ce, latin1, units, names[cell % names.length]);
+        cs = ce;
+        return str;
+      };
       const out = new Array(n);
       for (let r = 0; r < n; r++) out[r] = ${row};
       return out;
     };`;
-  return new Function('unsafeInteger', 'Buffer', source)(unsafeInteger, Buffer) as Build;
+  return new Function('unsafeInteger', 'Buffer', 'decodeChunk', 'names', source)(
+    unsafeInteger,
+    Buffer,
+    decodeChunk,
+    names,
+  ) as Build;
 }
 
 function factoryFor(namesKey: string, rowMode: RowMode, intMode: IntMode): Build {
@@ -87,7 +145,7 @@ export function decodeRows(input: Buffer, rowMode: RowMode, intMode: IntMode): u
   const cols = h[2]!;
   const flags = h[3]!;
   const namesLen = h[4]!;
-  const textLen = h[5]!;
+  const chunkCount = h[5]!;
   const bigCount = h[7]!;
   const cells = rows * cols;
   let off = HEADER_BYTES;
@@ -95,13 +153,14 @@ export function decodeRows(input: Buffer, rowMode: RowMode, intMode: IntMode): u
   off += cells * 8;
   const bigs = bigCount === 0 ? EMPTY_BIGS : new BigInt64Array(buf.buffer, buf.byteOffset + off, bigCount);
   off += bigCount * 8;
+  const chunks = chunkCount === 0 ? EMPTY_CHUNKS : new Float64Array(buf.buffer, buf.byteOffset + off, chunkCount);
+  off += chunkCount * 8;
   const tags = new Uint8Array(buf.buffer, buf.byteOffset + off, cells);
   off += cells;
   const namesKey = buf.toString('utf8', off, off + namesLen);
   off += namesLen;
-  const text = textLen === 0 ? '' : buf.toString(flags & FLAG_ASCII_TEXT ? 'latin1' : 'utf8', off, off + textLen);
-  off += textLen;
-  return factoryFor(namesKey, rowMode, intMode)(rows, tags, nums, bigs, text, buf, off);
+  const latin1 = (flags & FLAG_ASCII_TEXT) !== 0;
+  return factoryFor(namesKey, rowMode, intMode)(rows, tags, nums, bigs, chunks, buf, off, latin1);
 }
 
 /** The first row of a result, or undefined. */

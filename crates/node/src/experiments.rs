@@ -10,11 +10,16 @@ use std::ptr;
 /// Builds the row objects with Node-API calls straight from the encoded buffer.
 pub unsafe fn rows_from_encoding(env: sys::napi_env, bytes: &[u8]) -> NapiResult<sys::napi_value> {
     let u32_at = |i: usize| u32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap());
-    let (rows, cols, names_len, text_len) = (u32_at(1) as usize, u32_at(2) as usize, u32_at(4) as usize, u32_at(5) as usize);
+    let (rows, cols, names_len, chunks) = (u32_at(1) as usize, u32_at(2) as usize, u32_at(4) as usize, u32_at(5) as usize);
     let bigs = u32_at(7) as usize;
     let cells = rows * cols;
     let nums_at = 32;
-    let tags_at = nums_at + cells * 8 + bigs * 8;
+    let chunks_at = nums_at + cells * 8 + bigs * 8;
+    let text_len = match chunks {
+        0 => 0,
+        n => f64::from_le_bytes(bytes[chunks_at + n * 8 - 8..chunks_at + n * 8].try_into().unwrap()) as usize,
+    };
+    let tags_at = chunks_at + chunks * 8;
     let names_at = tags_at + cells;
     let text_at = names_at + names_len;
     let blob_at = text_at + text_len;
@@ -35,9 +40,13 @@ pub unsafe fn rows_from_encoding(env: sys::napi_env, bytes: &[u8]) -> NapiResult
         for c in 0..cols {
             let i = r * cols + c;
             let num = f64::from_le_bytes(bytes[nums_at + i * 8..nums_at + i * 8 + 8].try_into().unwrap());
-            let v = match bytes[tags_at + i] {
+            let tag = bytes[tags_at + i];
+            let v = match tag {
                 1 | 5 => number(env, num)?,
-                2 => {
+                2 | 6 => {
+                    if tag == 6 {
+                        tp = 0; // offsets restart in each text chunk
+                    }
                     let units = num as usize - tp;
                     tp = num as usize;
                     let start = text_bytes;
