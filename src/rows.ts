@@ -1,9 +1,9 @@
 // Turns the native row encoding (crates/core/src/encode.rs) into JS rows. Rows are plain
 // objects built by a function generated once per column list, so every row of a shape
-// shares one hidden class; the text of a result comes in chunks of at most 64 KiB (or one
-// larger value), each decoded with ONE string conversion, and each field is a slice of its
-// chunk (see docs/experiments/001-result-path.md and 010-chunked-text.md): a kept field
-// keeps at most its chunk alive, and no string is longer than a chunk.
+// shares one hidden class; the text of a result comes in chunks (about 64 KiB, cut between
+// rows), each decoded with ONE string conversion, and each field is a slice of its chunk
+// (see docs/experiments/001-result-path.md and 010-chunked-text.md): a kept field keeps at
+// most its chunk alive, and no string is longer than a chunk.
 
 import { constants as bufferConstants } from 'node:buffer';
 
@@ -36,7 +36,8 @@ type Build = (
   tags: Uint8Array,
   nums: Float64Array,
   bigs: BigInt64Array,
-  chunks: Float64Array,
+  rowChunks: Float64Array,
+  cellChunks: Float64Array,
   buf: Buffer,
   textBase: number,
   latin1: boolean,
@@ -55,26 +56,39 @@ function unsafeInteger(value: bigint): never {
 }
 
 /** Decodes the text bytes [start, end) of `buf` as one string. A chunk longer than the
- * longest string V8 makes holds exactly one value (crates/core/src/encode.rs), which is
- * `units` UTF-16 units long and sits in column `column`. */
-function decodeChunk(buf: Buffer, start: number, end: number, latin1: boolean, units: number, column: string): string {
+ * longest string V8 makes holds exactly one value, its first (crates/core/src/encode.rs):
+ * the first TEXT cell from `cell` on, which the error names. */
+function decodeChunk(
+  buf: Buffer,
+  start: number,
+  end: number,
+  latin1: boolean,
+  names: string[],
+  tags: Uint8Array,
+  cell: number,
+): string {
   if (end - start <= MAX_STRING_LENGTH) return buf.toString(latin1 ? 'latin1' : 'utf8', start, end);
-  if (units > MAX_STRING_LENGTH) {
-    throw new RangeError(
-      `the value of column ${JSON.stringify(column)} is ${units} characters long, more than the ` +
-        `longest string JavaScript can hold (${MAX_STRING_LENGTH}); read it with substr() in SQL or as a BLOB`,
-    );
+  if (!latin1) {
+    // More UTF-8 bytes than Node decodes at once, maybe fewer characters than the limit:
+    // decode pieces cut at character boundaries and join them (the join throws if not).
+    try {
+      let out = '';
+      for (let a = start; a < end; ) {
+        let b = Math.min(end, a + MAX_STRING_LENGTH);
+        while (b < end && (buf[b]! & 0xc0) === 0x80) b--; // not inside a character
+        out += buf.toString('utf8', a, b);
+        a = b;
+      }
+      return out;
+    } catch (e) {
+      if (!(e instanceof RangeError)) throw e;
+    }
   }
-  // Fewer characters than the limit but more UTF-8 bytes than Node decodes at once: decode
-  // pieces cut at character boundaries and join them.
-  let out = '';
-  for (let a = start; a < end; ) {
-    let b = Math.min(end, a + MAX_STRING_LENGTH);
-    while (b < end && (buf[b]! & 0xc0) === 0x80) b--; // not inside a character
-    out += buf.toString('utf8', a, b);
-    a = b;
-  }
-  return out;
+  while (cell < tags.length && tags[cell] !== ENCODING.TAG_TEXT && tags[cell] !== ENCODING.TAG_TEXT_CHUNK) cell++;
+  throw new RangeError(
+    `the value of column ${JSON.stringify(names[cell % names.length])} is longer than the longest string ` +
+      `JavaScript can hold (${MAX_STRING_LENGTH} characters); read it in parts with substr() or as a BLOB`,
+  );
 }
 
 /** Generates the builder for one column list, row mode and integer mode. Each cell is an
@@ -82,13 +96,14 @@ function decodeChunk(buf: Buffer, start: number, end: number, latin1: boolean, u
 function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build {
   const int = intMode === 'bigint' ? 'BigInt(x)' : 'x';
   // Common tags first: INT, REAL, TEXT, NULL; BLOB and BIGINT go through small closures, and
-  // so does the first TEXT cell of each chunk (TAG_TEXT_CHUNK: a new string to slice from).
+  // so does a TEXT cell that starts a chunk inside a row (TAG_TEXT_CHUNK: rare, rows with a
+  // lot of text). Chunks entered between rows switch in the row loop, outside the cells.
   const E = ENCODING;
   const cell =
     `(t = tags[i], x = nums[i++], t === ${E.TAG_INT} ? ${int} : t === ${E.TAG_REAL} ? x : ` +
     `t === ${E.TAG_TEXT} ? (s = text.slice(tp, x), tp = x, s) : t === ${E.TAG_NULL} ? null : ` +
-    `t === ${E.TAG_TEXT_CHUNK} ? (text = chunk(x, i - 1), tp = x, text.slice(0, x)) : ` +
-    `t === ${E.TAG_BLOB} ? blob(x) : big())`;
+    `t === ${E.TAG_BLOB} ? blob(x) : ` +
+    `t === ${E.TAG_TEXT_CHUNK} ? (text = cellChunk(i - 1), tp = x, text.slice(0, x)) : big())`;
   let row: string;
   if (rowMode === 'array') {
     row = `[${names.map(() => cell).join(', ')}]`;
@@ -99,19 +114,29 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
   }
   const big = intMode === 'number' ? 'unsafeInteger(bigs[gp++])' : 'bigs[gp++]';
   const source = `
-    return function build(n, tags, nums, bigs, chunks, buf, textBase, latin1) {
-      let i = 0, tp = 0, bp = 0, gp = 0, t = 0, x = 0, s = '', text = '', k = 0, cs = 0;
-      const blobBase = textBase + (chunks.length === 0 ? 0 : chunks[chunks.length - 1]);
+    return function build(n, tags, nums, bigs, rowChunks, cellChunks, buf, textBase, latin1) {
+      let i = 0, tp = 0, bp = 0, gp = 0, t = 0, x = 0, s = '', text = '', kr = 0, kc = 0;
+      let next = rowChunks.length === 0 ? -1 : rowChunks[0];
+      const rl = rowChunks.length, cl = cellChunks.length;
+      const textEnd = Math.max(rl === 0 ? 0 : rowChunks[rl - 1], cl === 0 ? 0 : cellChunks[cl - 1]);
+      const blobBase = textBase + textEnd;
       const blob = (end) => { const b = Buffer.from(buf.subarray(blobBase + bp, blobBase + end)); bp = end; return b; };
       const big = () => ${big};
-      const chunk = (units, cell) => {
-        const ce = chunks[k++];
-        const str = decodeChunk(buf, textBase + cs, textBase + ce, latin1, units, names[cell % names.length]);
-        cs = ce;
+      const cellChunk = (cell) => {
+        const str = decodeChunk(buf, textBase + cellChunks[kc], textBase + cellChunks[kc + 1], latin1, names, tags, cell);
+        kc += 2;
         return str;
       };
       const out = new Array(n);
-      for (let r = 0; r < n; r++) out[r] = ${row};
+      for (let r = 0; r < n; r++) {
+        if (r === next) {
+          text = decodeChunk(buf, textBase + rowChunks[kr + 1], textBase + rowChunks[kr + 2], latin1, names, tags, i);
+          tp = 0;
+          kr += 3;
+          next = kr < rl ? rowChunks[kr] : -1;
+        }
+        out[r] = ${row};
+      }
       return out;
     };`;
   return new Function('unsafeInteger', 'Buffer', 'decodeChunk', 'names', source)(
@@ -145,7 +170,8 @@ export function decodeRows(input: Buffer, rowMode: RowMode, intMode: IntMode): u
   const cols = h[2]!;
   const flags = h[3]!;
   const namesLen = h[4]!;
-  const chunkCount = h[5]!;
+  const rowChunkCount = h[5]!;
+  const cellChunkCount = h[6]!;
   const bigCount = h[7]!;
   const cells = rows * cols;
   let off = HEADER_BYTES;
@@ -153,14 +179,18 @@ export function decodeRows(input: Buffer, rowMode: RowMode, intMode: IntMode): u
   off += cells * 8;
   const bigs = bigCount === 0 ? EMPTY_BIGS : new BigInt64Array(buf.buffer, buf.byteOffset + off, bigCount);
   off += bigCount * 8;
-  const chunks = chunkCount === 0 ? EMPTY_CHUNKS : new Float64Array(buf.buffer, buf.byteOffset + off, chunkCount);
-  off += chunkCount * 8;
+  const rowChunks =
+    rowChunkCount === 0 ? EMPTY_CHUNKS : new Float64Array(buf.buffer, buf.byteOffset + off, rowChunkCount * 3);
+  off += rowChunkCount * 24;
+  const cellChunks =
+    cellChunkCount === 0 ? EMPTY_CHUNKS : new Float64Array(buf.buffer, buf.byteOffset + off, cellChunkCount * 2);
+  off += cellChunkCount * 16;
   const tags = new Uint8Array(buf.buffer, buf.byteOffset + off, cells);
   off += cells;
   const namesKey = buf.toString('utf8', off, off + namesLen);
   off += namesLen;
   const latin1 = (flags & FLAG_ASCII_TEXT) !== 0;
-  return factoryFor(namesKey, rowMode, intMode)(rows, tags, nums, bigs, chunks, buf, off, latin1);
+  return factoryFor(namesKey, rowMode, intMode)(rows, tags, nums, bigs, rowChunks, cellChunks, buf, off, latin1);
 }
 
 /** The first row of a result, or undefined. */

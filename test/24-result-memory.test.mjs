@@ -79,6 +79,34 @@ test('kept fields of every kind stay correct after their result is collected', a
   }
 });
 
+test('rows holding more text than a chunk are cut inside and read back whole', async (t) => {
+  // Rows of up to ~600 KB of text in four columns (chunks are cut inside such rows), with
+  // non-ASCII text, NULLs, blobs and empty strings between them, in both row modes.
+  const db = await openMemory(t);
+  const sql = `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 40)
+    SELECT i, printf('%.*c', (i * 7919) % 200000 + 1, char(97 + i % 26)) AS a,
+      CASE WHEN i % 3 = 0 THEN NULL ELSE printf('%.*c', (i * 104729) % 150000 + 1, 'é') END AS b,
+      CASE WHEN i % 4 = 0 THEN x'01' ELSE '' END AS c,
+      printf('%.*c', (i * 1299709) % 250000 + 1, char(65 + i % 26)) || '😀' AS d FROM c`;
+  const expected = Array.from({ length: 40 }, (_, k) => {
+    const i = k + 1;
+    return {
+      i,
+      a: String.fromCharCode(97 + (i % 26)).repeat(((i * 7919) % 200000) + 1),
+      b: i % 3 === 0 ? null : 'é'.repeat(((i * 104729) % 150000) + 1),
+      c: i % 4 === 0 ? Buffer.from([1]) : '',
+      d: String.fromCharCode(65 + (i % 26)).repeat(((i * 1299709) % 250000) + 1) + '😀',
+    };
+  });
+  const rows = await db.select(sql);
+  const arrays = await db.select(sql, [], { rowMode: 'array' });
+  assert.equal(rows.length, 40);
+  for (let k = 0; k < 40; k++) {
+    assert.deepEqual(rows[k], expected[k], `row ${k + 1}`);
+    assert.deepEqual(arrays[k], Object.values(expected[k]), `array row ${k + 1}`);
+  }
+});
+
 test('the result encoding constants agree between Rust and TypeScript', async () => {
   const rust = readFileSync(new URL('../crates/core/src/encode.rs', import.meta.url), 'utf8');
   const { ENCODING } = await import('../dist/rows.js');

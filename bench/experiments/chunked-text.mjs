@@ -4,8 +4,11 @@
 // plus touching every field, interleaved (forward, then reverse order each round), and
 // report medians. Then, per candidate, what 30 kept 13-character fields retain.
 //
-//   node --expose-gc bench/experiments/chunked-text.mjs [rows=10000] [rounds=40] [main-rows.js]
+//   node --expose-gc bench/experiments/chunked-text.mjs [rows=10000] [rounds=40] [main-rows.js] [shape=items|wide]
 //
+// shape wide: 20 columns (8 short TEXT, 6 INTEGER, 6 REAL) like bench suite 4's wide table.
+// With --expose-gc, a full GC runs before each timed sample (outside the clock), so every
+// sample starts from the same heap state (the machine is shared; this steadies the medians).
 // main-rows.js: the compiled src/rows.ts of the main branch (format 1, one string per
 // result), e.g. from a checkout of main built with `npm run build:ts`. The format-1 buffer
 // and other chunk sizes are re-encoded here from the branch's real result (ASCII text, so a
@@ -24,16 +27,29 @@ const N = Number(process.argv[2] ?? 10000);
 const ROUNDS = Number(process.argv[3] ?? 40);
 const mainRowsPath = process.argv[4];
 const mainDecode = mainRowsPath ? require(resolve(mainRowsPath)).decodeRows : null;
+const SHAPE = process.argv[5] ?? 'items';
 const dir = mkdtempSync(join(tmpdir(), 'qs-exp010-'));
 const file = join(dir, 'items.db');
 
 const db = await Database.open(file, { readers: 1 });
-await db.execute(
-  'CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT, description TEXT, price REAL, category TEXT, created_at INTEGER)',
-);
-await db.execute(`WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ${N})
-  INSERT INTO items SELECT i, 'item ' || i, substr('description of item ' || i || ' ' || printf('%.*c', 90, 'x'), 1, 90),
-    (i * 7919 % 100000) / 100.0, 'cat' || (i % 20), 1700000000 + i FROM c`);
+if (SHAPE === 'wide') {
+  const cols = Array.from({ length: 20 }, (_, k) => [`c${k}`, k % 5 < 2 ? 'TEXT' : k % 5 < 4 ? 'INTEGER' : 'REAL']).sort(
+    (a, b) => (a[1] === 'TEXT') - (b[1] === 'TEXT'),
+  );
+  await db.execute(`CREATE TABLE items(id INTEGER PRIMARY KEY, ${cols.map(([n, t]) => `${n} ${t}`).join(', ')})`);
+  const exprs = cols.map(([, t], k) =>
+    t === 'TEXT' ? `substr('word' || (i * ${k + 7} % 997) || ' lorem ipsum', 1, 6 + (i + ${k}) % 9)` : t === 'INTEGER' ? `i * ${k + 3} % 1000000` : `(i * ${k + 11} % 100000) / 100.0`,
+  );
+  await db.execute(`WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ${N})
+    INSERT INTO items SELECT i, ${exprs.join(', ')} FROM c`);
+} else {
+  await db.execute(
+    'CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT, description TEXT, price REAL, category TEXT, created_at INTEGER)',
+  );
+  await db.execute(`WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ${N})
+    INSERT INTO items SELECT i, 'item ' || i, substr('description of item ' || i || ' ' || printf('%.*c', 90, 'x'), 1, 90),
+      (i * 7919 % 100000) / 100.0, 'cat' || (i % 20), 1700000000 + i FROM c`);
+}
 
 // The branch's real encoded result, straight from the addon.
 const { binding } = require('../../dist/native.js');
@@ -53,25 +69,39 @@ const real = await new Promise((resolveRaw, reject) => {
   nd.read(2, 'SELECT * FROM items', undefined, 0);
 });
 
-/** Format 2 with another chunk bound, cut by the encoder's rule. */
-function rechunk(p, bound) {
+/** Format 2 with other chunk sizes, cut by the encoder's rules: a chunk ends with the row
+ * that brings it to `bound` bytes (`perRow`: or after every row, a switch per row), and is
+ * cut inside a row before a value that would take it past `4 * bound` (a TAG_TEXT_CHUNK cell).
+ * `cellsOnly`: the first design of this experiment, every cut inside rows at `bound`. */
+function rechunk(p, bound, { cellsOnly = false } = {}) {
   const nums = p.nums.slice();
   const tags = p.tags.slice();
-  const ends = [];
-  let start = -1, prev = 0;
+  const rowChunks = [], cellChunks = [];
+  let open = null, prev = 0;
+  const close = () => {
+    if (open === null) return;
+    if (open.row === null) cellChunks.push(open.start, prev);
+    else rowChunks.push(open.row, open.start, prev);
+    open = null;
+  };
   for (let i = 0; i < tags.length; i++) {
+    if (i > 0 && i % p.cols === 0 && open !== null && !cellsOnly && prev - open.start >= bound) close();
     if (tags[i] !== ENCODING.TAG_TEXT && tags[i] !== ENCODING.TAG_TEXT_CHUNK) continue;
     const len = p.ends[i] - prev;
-    if (start < 0 || prev - start + len > bound) {
-      if (start >= 0) ends.push(prev);
-      start = prev;
+    const hard = cellsOnly ? bound : 4 * bound;
+    if (open === null && !cellsOnly) {
+      open = { start: prev, row: Math.floor(i / p.cols) };
+      tags[i] = ENCODING.TAG_TEXT;
+    } else if (open === null || prev - open.start + len > hard) {
+      close();
+      open = { start: prev, row: null };
       tags[i] = ENCODING.TAG_TEXT_CHUNK;
     } else tags[i] = ENCODING.TAG_TEXT;
-    nums[i] = p.ends[i] - start;
+    nums[i] = p.ends[i] - open.start;
     prev = p.ends[i];
   }
-  if (start >= 0) ends.push(prev);
-  return assemble(p, 2, nums, tags, ends);
+  close();
+  return assemble(p, 2, nums, tags, rowChunks, cellChunks);
 }
 
 const parsed = parse(real);
@@ -108,13 +138,17 @@ for (const kib of [4, 16, 256]) {
   const b = rechunk(parsed, kib * 1024);
   candidates[`branch decoder, ${kib} KiB chunks (re-cut)`] = () => decodeRows(b, 'object', 'auto');
 }
-if (mainDecode) candidates['alt: per-field decode of 13+ char fields'] = () => perFieldLong(v1);
-
-function touch(rows) {
-  let acc = 0;
-  for (const r of rows) acc += r.id + r.name.length + r.description.length + r.price + r.category.length + r.created_at;
-  return acc;
+{
+  const b = rechunk(parsed, 64 * 1024, { cellsOnly: true });
+  candidates['64 KiB, every cut inside rows (first design)'] = () => decodeRows(b, 'object', 'auto');
 }
+if (mainDecode && SHAPE === 'items') candidates['alt: per-field decode of 13+ char fields'] = () => perFieldLong(v1);
+
+// Reads every field: a number adds itself, a string its length (generated per column list).
+const columns = Object.keys(decodeRows(real, 'object', 'auto')[0]);
+const touch = new Function('rows', `let acc = 0; for (const r of rows) { ${columns
+  .map((c) => `acc += typeof r.${c} === 'string' ? r.${c}.length : r.${c};`)
+  .join(' ')} } return acc;`);
 // Sanity: every candidate yields the same rows.
 const expected = JSON.stringify(decodeRows(real, 'object', 'auto'));
 for (const [name, f] of Object.entries(candidates)) {
@@ -125,6 +159,7 @@ const samples = Object.fromEntries(names.map((n) => [n, { build: [], touch: [] }
 for (let r = 0; r < ROUNDS; r++) {
   const order = r % 2 ? [...names].reverse() : names;
   for (const n of order) {
+    globalThis.gc?.();
     const t0 = performance.now();
     const rows = candidates[n]();
     const t1 = performance.now();
@@ -141,7 +176,15 @@ function retained(f) {
   settle();
   const m0 = process.memoryUsage();
   const kept = [];
-  for (let k = 0; k < 30; k++) kept.push(f()[Math.min(N - 1, 1000 + k)].description.slice(0, 13));
+  // From each result, keep one field of 13+ characters (V8 slices shorter ones by copying).
+  for (let k = 0; k < 30; k++) {
+    const rows = f();
+    let found;
+    for (let r = (N >> 1) + k; found === undefined && r < N; r++) {
+      found = Object.values(rows[r]).find((v) => typeof v === 'string' && v.length >= 13);
+    }
+    kept.push(found);
+  }
   settle();
   const m1 = process.memoryUsage();
   if (kept.length !== 30) throw new Error('unreachable');

@@ -10,37 +10,41 @@ const { ENCODING } = require('../../dist/rows.js');
 /** Splits a format-2 buffer (ASCII text) into its parts, with global text ends per cell. */
 export function parse(buf) {
   const h = new Uint32Array(buf.buffer, buf.byteOffset, 8);
-  const [rows, cols, flags, namesLen, chunkCount, bigCount] = [h[1], h[2], h[3], h[4], h[5], h[7]];
+  const [rows, cols, flags, namesLen, rowChunkCount, cellChunkCount, bigCount] = [h[1], h[2], h[3], h[4], h[5], h[6], h[7]];
   const cells = rows * cols;
   let off = 32;
   const nums = new Float64Array(buf.buffer, buf.byteOffset + off, cells).slice();
   off += cells * 8;
   const bigs = buf.subarray(off, off + bigCount * 8);
   off += bigCount * 8;
-  const chunks = new Float64Array(buf.buffer, buf.byteOffset + off, chunkCount);
-  off += chunkCount * 8;
+  const rowChunks = new Float64Array(buf.buffer, buf.byteOffset + off, rowChunkCount * 3);
+  off += rowChunkCount * 24;
+  const cellChunks = new Float64Array(buf.buffer, buf.byteOffset + off, cellChunkCount * 2);
+  off += cellChunkCount * 16;
   const tags = Uint8Array.from(buf.subarray(off, off + cells));
   off += cells;
   const names = buf.subarray(off, off + namesLen);
   off += namesLen;
-  const textLen = chunkCount ? chunks[chunkCount - 1] : 0;
+  const textLen = Math.max(rowChunkCount ? rowChunks[rowChunkCount * 3 - 1] : 0, cellChunkCount ? cellChunks[cellChunkCount * 2 - 1] : 0);
   const text = buf.subarray(off, off + textLen);
   const blobs = buf.subarray(off + textLen);
-  // Global end of each text cell (bytes == units for ASCII).
+  // Global end of each text cell (bytes == units for ASCII), entering chunks as the decoder does.
   const ends = new Float64Array(cells);
-  let k = 0, base = 0;
+  let kr = 0, kc = 0, base = 0;
   for (let i = 0; i < cells; i++) {
-    if (tags[i] === ENCODING.TAG_TEXT_CHUNK) base = k === 0 ? 0 : chunks[k - 1], k++;
+    if (i % cols === 0 && kr < rowChunkCount && rowChunks[kr * 3] === i / cols) base = rowChunks[kr * 3 + 1], kr++;
+    if (tags[i] === ENCODING.TAG_TEXT_CHUNK) base = cellChunks[kc * 2], kc++;
     if (tags[i] === ENCODING.TAG_TEXT || tags[i] === ENCODING.TAG_TEXT_CHUNK) ends[i] = base + nums[i];
   }
   return { rows, cols, flags, nums, bigs, tags, names, text, blobs, ends, bigCount };
 }
 
-export function assemble(p, version, nums, tags, chunkEnds) {
+/** Builds a buffer: format 1 (no chunk tables), or format 2 with the given tables. */
+export function assemble(p, version, nums, tags, rowChunks = [], cellChunks = []) {
   const header = new Uint32Array([version, p.rows, p.cols, p.flags, p.names.length,
-    version === 1 ? p.text.length : chunkEnds.length, p.blobs.length, p.bigCount]);
+    version === 1 ? p.text.length : rowChunks.length / 3, version === 1 ? p.blobs.length : cellChunks.length / 2, p.bigCount]);
   const parts = [Buffer.from(header.buffer), Buffer.from(nums.buffer), p.bigs];
-  if (version === 2) parts.push(Buffer.from(new Float64Array(chunkEnds).buffer));
+  if (version === 2) parts.push(Buffer.from(new Float64Array(rowChunks).buffer), Buffer.from(new Float64Array(cellChunks).buffer));
   parts.push(Buffer.from(tags), p.names, p.text, p.blobs);
   const out = Buffer.alloc(parts.reduce((a, b) => a + b.length, 0)); // 8-aligned (fresh allocation)
   let o = 0;
@@ -58,4 +62,3 @@ export function toFormat1(p) {
   }
   return assemble(p, 1, nums, tags);
 }
-
