@@ -22,6 +22,15 @@ import { parse, assemble, toFormat1 } from './format1.mjs';
 const require = createRequire(import.meta.url);
 const { Database } = require('../../dist/index.js');
 const { decodeRows, ENCODING } = require('../../dist/rows.js');
+/** A fresh instance of the branch decoder: generated builders are cached per module, and a
+ * candidate must not share a builder (and its type feedback) with another. */
+function freshDecoder() {
+  const path = require.resolve('../../dist/rows.js');
+  delete require.cache[path];
+  const d = require(path).decodeRows;
+  delete require.cache[path];
+  return d;
+}
 
 const N = Number(process.argv[2] ?? 10000);
 const ROUNDS = Number(process.argv[3] ?? 40);
@@ -133,14 +142,19 @@ function perFieldLong(buf) {
 
 const candidates = {};
 if (mainDecode) candidates['main: one string per result (format 1)'] = () => mainDecode(v1, 'object', 'auto');
-candidates['branch: 64 KiB chunks (real addon result)'] = () => decodeRows(real, 'object', 'auto');
+{
+  const d = freshDecoder();
+  candidates['branch: 64 KiB chunks (real addon result)'] = () => d(real, 'object', 'auto');
+}
 for (const kib of [4, 16, 256]) {
   const b = rechunk(parsed, kib * 1024);
-  candidates[`branch decoder, ${kib} KiB chunks (re-cut)`] = () => decodeRows(b, 'object', 'auto');
+  const d = freshDecoder();
+  candidates[`branch decoder, ${kib} KiB chunks (re-cut)`] = () => d(b, 'object', 'auto');
 }
 {
   const b = rechunk(parsed, 64 * 1024, { cellsOnly: true });
-  candidates['64 KiB, every cut inside rows (first design)'] = () => decodeRows(b, 'object', 'auto');
+  const d = freshDecoder();
+  candidates['64 KiB, every cut inside rows (first design)'] = () => d(b, 'object', 'auto');
 }
 if (mainDecode && SHAPE === 'items') candidates['alt: per-field decode of 13+ char fields'] = () => perFieldLong(v1);
 
