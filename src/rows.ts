@@ -1,26 +1,46 @@
 // Turns the native row encoding (crates/core/src/encode.rs) into JS rows. Rows are plain
 // objects built by a function generated once per column list, so every row of a shape
-// shares one hidden class; all text of a result is decoded with ONE string conversion and
-// each field is a slice of it (see docs/experiments/001-result-path.md).
+// shares one hidden class; the text of a result comes in chunks (about 64 KiB, cut between
+// rows), each decoded with ONE string conversion, and each field is a slice of its chunk
+// (see docs/experiments/001-result-path.md and 010-chunked-text.md): a kept field keeps at
+// most its chunk alive, and no string is longer than a chunk.
+
+import { constants as bufferConstants } from 'node:buffer';
 
 export type IntMode = 'auto' | 'number' | 'bigint';
 export type RowMode = 'object' | 'array';
 export type SqlValue = number | bigint | string | Buffer | null;
 export type Row = Record<string, SqlValue>;
 
-const HEADER_BYTES = 32;
-const FLAG_ASCII_TEXT = 1;
-const FORMAT_VERSION = 1;
+/** Constants of the result encoding. Their home is crates/core/src/encode.rs;
+ * test/24-result-memory.test.mjs checks that both sides agree. */
+export const ENCODING = {
+  FORMAT_VERSION: 2,
+  HEADER_BYTES: 32,
+  FLAG_ASCII_TEXT: 1,
+  TAG_NULL: 0,
+  TAG_REAL: 1,
+  TAG_TEXT: 2,
+  TAG_BLOB: 3,
+  TAG_BIGINT: 4,
+  TAG_INT: 5,
+  TAG_TEXT_CHUNK: 6,
+} as const;
+const { HEADER_BYTES, FLAG_ASCII_TEXT, FORMAT_VERSION } = ENCODING;
 const EMPTY_BIGS = new BigInt64Array(0);
+const EMPTY_CHUNKS = new Float64Array(0);
+const MAX_STRING_LENGTH = bufferConstants.MAX_STRING_LENGTH;
 
 type Build = (
   rows: number,
   tags: Uint8Array,
   nums: Float64Array,
   bigs: BigInt64Array,
-  text: string,
+  rowChunks: Float64Array,
+  cellChunks: Float64Array,
   buf: Buffer,
-  blobBase: number,
+  textBase: number,
+  latin1: boolean,
 ) => unknown[];
 
 /** Builders by row mode and int mode, then by the column-name list: no key is concatenated
@@ -35,14 +55,55 @@ function unsafeInteger(value: bigint): never {
   );
 }
 
+/** Decodes the text bytes [start, end) of `buf` as one string. A chunk longer than the
+ * longest string V8 makes holds exactly one value, its first (crates/core/src/encode.rs):
+ * the first TEXT cell from `cell` on, which the error names. */
+function decodeChunk(
+  buf: Buffer,
+  start: number,
+  end: number,
+  latin1: boolean,
+  names: string[],
+  tags: Uint8Array,
+  cell: number,
+): string {
+  if (end - start <= MAX_STRING_LENGTH) return buf.toString(latin1 ? 'latin1' : 'utf8', start, end);
+  if (!latin1) {
+    // More UTF-8 bytes than Node decodes at once, maybe fewer characters than the limit:
+    // decode pieces cut at character boundaries and join them (the join throws if not).
+    try {
+      let out = '';
+      for (let a = start; a < end; ) {
+        let b = Math.min(end, a + MAX_STRING_LENGTH);
+        while (b < end && (buf[b]! & 0xc0) === 0x80) b--; // not inside a character
+        out += buf.toString('utf8', a, b);
+        a = b;
+      }
+      return out;
+    } catch (e) {
+      if (!(e instanceof RangeError)) throw e;
+    }
+  }
+  while (cell < tags.length && tags[cell] !== ENCODING.TAG_TEXT && tags[cell] !== ENCODING.TAG_TEXT_CHUNK) cell++;
+  throw new RangeError(
+    `the value of column ${JSON.stringify(names[cell % names.length])} is longer than the longest string ` +
+      `JavaScript can hold (${MAX_STRING_LENGTH} characters); read it in parts with substr() or as a BLOB`,
+  );
+}
+
 /** Generates the builder for one column list, row mode and integer mode. Each cell is an
  * inline expression (no call per cell): see docs/experiments/001-result-path.md. */
 function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build {
   const int = intMode === 'bigint' ? 'BigInt(x)' : 'x';
-  // Common tags first: INT, REAL, TEXT, NULL; BLOB and BIGINT go through small closures.
+  // Common tags first: INT, REAL, TEXT, NULL; BLOB and BIGINT go through small closures, and
+  // so does a TEXT cell that starts a chunk inside a row (TAG_TEXT_CHUNK: rare, rows with a
+  // lot of text). Chunks entered between rows switch in the row loop, outside the cells.
+  const E = ENCODING;
   const cell =
-    `(t = tags[i], x = nums[i++], t === 5 ? ${int} : t === 1 ? x : ` +
-    `t === 2 ? (s = text.slice(tp, x), tp = x, s) : t === 0 ? null : t === 3 ? blob(x) : big())`;
+    `(t = tags[i], x = nums[i++], t === ${E.TAG_INT} ? ${int} : t === ${E.TAG_REAL} ? x : ` +
+    `t === ${E.TAG_TEXT} ? (s = text.slice(tp, x), tp = x, s) : t === ${E.TAG_NULL} ? null : ` +
+    `t === ${E.TAG_BLOB} ? blob(x) : ` +
+    `t === ${E.TAG_TEXT_CHUNK} ? (text = cellChunk(i - 1), tp = x, text.slice(0, x)) : big())`;
   let row: string;
   if (rowMode === 'array') {
     row = `[${names.map(() => cell).join(', ')}]`;
@@ -53,15 +114,37 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
   }
   const big = intMode === 'number' ? 'unsafeInteger(bigs[gp++])' : 'bigs[gp++]';
   const source = `
-    return function build(n, tags, nums, bigs, text, buf, blobBase) {
-      let i = 0, tp = 0, bp = 0, gp = 0, t = 0, x = 0, s = '';
+    return function build(n, tags, nums, bigs, rowChunks, cellChunks, buf, textBase, latin1) {
+      let i = 0, tp = 0, bp = 0, gp = 0, t = 0, x = 0, s = '', text = '', kr = 0, kc = 0;
+      let next = rowChunks.length === 0 ? -1 : rowChunks[0];
+      const rl = rowChunks.length, cl = cellChunks.length;
+      const textEnd = Math.max(rl === 0 ? 0 : rowChunks[rl - 1], cl === 0 ? 0 : cellChunks[cl - 1]);
+      const blobBase = textBase + textEnd;
       const blob = (end) => { const b = Buffer.from(buf.subarray(blobBase + bp, blobBase + end)); bp = end; return b; };
       const big = () => ${big};
+      const cellChunk = (cell) => {
+        const str = decodeChunk(buf, textBase + cellChunks[kc], textBase + cellChunks[kc + 1], latin1, names, tags, cell);
+        kc += 2;
+        return str;
+      };
       const out = new Array(n);
-      for (let r = 0; r < n; r++) out[r] = ${row};
+      for (let r = 0; r < n; r++) {
+        if (r === next) {
+          text = decodeChunk(buf, textBase + rowChunks[kr + 1], textBase + rowChunks[kr + 2], latin1, names, tags, i);
+          tp = 0;
+          kr += 3;
+          next = kr < rl ? rowChunks[kr] : -1;
+        }
+        out[r] = ${row};
+      }
       return out;
     };`;
-  return new Function('unsafeInteger', 'Buffer', source)(unsafeInteger, Buffer) as Build;
+  return new Function('unsafeInteger', 'Buffer', 'decodeChunk', 'names', source)(
+    unsafeInteger,
+    Buffer,
+    decodeChunk,
+    names,
+  ) as Build;
 }
 
 function factoryFor(namesKey: string, rowMode: RowMode, intMode: IntMode): Build {
@@ -87,7 +170,8 @@ export function decodeRows(input: Buffer, rowMode: RowMode, intMode: IntMode): u
   const cols = h[2]!;
   const flags = h[3]!;
   const namesLen = h[4]!;
-  const textLen = h[5]!;
+  const rowChunkCount = h[5]!;
+  const cellChunkCount = h[6]!;
   const bigCount = h[7]!;
   const cells = rows * cols;
   let off = HEADER_BYTES;
@@ -95,13 +179,18 @@ export function decodeRows(input: Buffer, rowMode: RowMode, intMode: IntMode): u
   off += cells * 8;
   const bigs = bigCount === 0 ? EMPTY_BIGS : new BigInt64Array(buf.buffer, buf.byteOffset + off, bigCount);
   off += bigCount * 8;
+  const rowChunks =
+    rowChunkCount === 0 ? EMPTY_CHUNKS : new Float64Array(buf.buffer, buf.byteOffset + off, rowChunkCount * 3);
+  off += rowChunkCount * 24;
+  const cellChunks =
+    cellChunkCount === 0 ? EMPTY_CHUNKS : new Float64Array(buf.buffer, buf.byteOffset + off, cellChunkCount * 2);
+  off += cellChunkCount * 16;
   const tags = new Uint8Array(buf.buffer, buf.byteOffset + off, cells);
   off += cells;
   const namesKey = buf.toString('utf8', off, off + namesLen);
   off += namesLen;
-  const text = textLen === 0 ? '' : buf.toString(flags & FLAG_ASCII_TEXT ? 'latin1' : 'utf8', off, off + textLen);
-  off += textLen;
-  return factoryFor(namesKey, rowMode, intMode)(rows, tags, nums, bigs, text, buf, off);
+  const latin1 = (flags & FLAG_ASCII_TEXT) !== 0;
+  return factoryFor(namesKey, rowMode, intMode)(rows, tags, nums, bigs, rowChunks, cellChunks, buf, off, latin1);
 }
 
 /** The first row of a result, or undefined. */

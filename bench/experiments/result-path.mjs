@@ -8,6 +8,7 @@ import { createRequire } from 'node:module';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parse, toFormat1 } from './format1.mjs';
 
 const require = createRequire(import.meta.url);
 const { Database } = require('../../dist/index.js');
@@ -40,6 +41,8 @@ const db = await Database.open(file, { readers: 2 });
 // The raw encoded result and the raw JSON, straight from the addon (bypassing decoding).
 const rawRows = await rawResult(0);
 const rawJson = await db.selectBytes('SELECT * FROM items');
+// Candidates 3b and 3c were written for format 1 (one text section, before experiment 010).
+const rawV1 = toFormat1(parse(rawRows.buf));
 
 async function rawResult(format) {
   // Reach the addon through the same loader the package uses.
@@ -112,8 +115,8 @@ const candidates = {
   '1 napi objects from buffer': () => rawRows.nd.experimentNativeRows(rawRows.buf),
   '2 JSON.parse(selectBytes)': () => JSON.parse(rawJson.toString('utf8')),
   '3 one string + slices, factory (closure)': () => decodeRows(rawRows.buf, 'object', 'auto'),
-  '3b one string + slices, factory (inline)': () => decodeInline(rawRows.buf, inlineBuild),
-  '3c per-field decode, dynamic keys': () => decodePerField(rawRows.buf),
+  '3b one string + slices, factory (inline)': () => decodeInline(rawV1, inlineBuild),
+  '3c per-field decode, dynamic keys': () => decodePerField(rawV1),
 };
 // Sanity: every candidate yields the same touched sum.
 const expected = touch(bsStmt.all());

@@ -1,26 +1,51 @@
 //! The row result encoding: one owned byte buffer per result, laid out so the JavaScript
-//! side can build rows with a handful of typed-array reads and ONE string decode for all
-//! text of the result (see docs/experiments/001-result-path.md).
+//! side can build rows with a handful of typed-array reads and one string decode per text
+//! CHUNK (see docs/experiments/001-result-path.md and 010-chunked-text.md).
+//!
+//! The text of a result is cut into chunks. The JS side decodes one chunk into one string
+//! and slices the fields out of it, so a field kept after its result is gone keeps at most
+//! its chunk alive (V8 slices reference their parent), and no string it makes is longer
+//! than a chunk. Chunks normally end between rows, once they hold TEXT_CHUNK_BYTES: the
+//! decoder then switches strings once per row, outside the per-column code (a branch taken
+//! at a different column in each result would deoptimize the generated row builder). A
+//! row whose text would take a chunk past TEXT_CHUNK_MAX_BYTES is cut inside the row, before
+//! the value that would; that value's cell is tagged TAG_TEXT_CHUNK. So a chunk holds at
+//! most TEXT_CHUNK_MAX_BYTES, or exactly one value that is larger on its own (its first).
 //!
 //! Layout (little endian; every section the JS side views as a typed array starts on an
 //! 8-byte boundary):
 //!
 //! ```text
-//! header   8 x u32   version, rows, cols, flags, names_len, text_len, blob_len, bigint_count
+//! header   8 x u32   version, rows, cols, flags, names_len, row_chunks, cell_chunks,
+//!                    bigint_count
 //! nums     f64 x cells   INTEGER (safe) / REAL value; for TEXT the end offset of the cell in
-//!                        the decoded text string (UTF-16 units); for BLOB the end byte offset
+//!                        its chunk's decoded string (UTF-16 units); for BLOB the end byte
+//!                        offset in the blob section
 //! bigs     i64 x bigint_count   integers outside +-(2^53 - 1), in cell order
+//! row chunks   f64 x 3 x row_chunks   chunks entered at the start of a row, in order:
+//!                                     first row, start and end byte in the text section
+//! cell chunks  f64 x 2 x cell_chunks  chunks entered at a TAG_TEXT_CHUNK cell, in cell
+//!                                     order: start and end byte in the text section
 //! tags     u8 x cells    one of the TAG_* constants
 //! names    column names, UTF-8, each followed by a NUL
-//! text     all TEXT cells, valid UTF-8, back to back
-//! blobs    all BLOB cells, back to back
+//! text     all TEXT cells, valid UTF-8, back to back (its length: the largest chunk end)
+//! blobs    all BLOB cells, back to back, to the end of the buffer
 //! ```
+//!
+//! Section lengths that can pass 4 GiB (text, blobs) are not in the header.
 
 use rusqlite::types::ValueRef;
 
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 pub const HEADER_BYTES: usize = 32;
 pub const FLAG_ASCII_TEXT: u32 = 1;
+
+/// A chunk ends with the first row that brings it to this many bytes of text. Chosen by
+/// measurement in docs/experiments/010-chunked-text.md.
+pub const TEXT_CHUNK_BYTES: usize = 64 * 1024;
+/// No chunk holds more bytes of text than this, unless one value is larger on its own: the
+/// bound on what a kept field retains.
+pub const TEXT_CHUNK_MAX_BYTES: usize = 4 * TEXT_CHUNK_BYTES;
 
 pub const TAG_NULL: u8 = 0;
 pub const TAG_REAL: u8 = 1;
@@ -28,6 +53,8 @@ pub const TAG_TEXT: u8 = 2;
 pub const TAG_BLOB: u8 = 3;
 pub const TAG_BIGINT: u8 = 4;
 pub const TAG_INT: u8 = 5;
+/// A TEXT cell that starts a chunk inside a row (its offset is relative to that chunk).
+pub const TAG_TEXT_CHUNK: u8 = 6;
 
 /// Largest integer a JS number holds exactly.
 pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
@@ -47,6 +74,14 @@ pub struct RowEncoder {
     nums: Vec<f64>,
     bigs: Vec<i64>,
     text: Vec<u8>,
+    /// Closed chunks entered at a row start: (first row, start byte, end byte).
+    row_chunks: Vec<f64>,
+    /// Closed chunks entered at a TAG_TEXT_CHUNK cell: (start byte, end byte).
+    cell_chunks: Vec<f64>,
+    /// The open chunk, if any: where it starts in `text`, and the row it is entered at
+    /// (None: entered at a cell).
+    open: Option<(usize, Option<u32>)>,
+    /// UTF-16 units of the open chunk so far.
     text_units: u64,
     ascii: bool,
     blobs: Vec<u8>,
@@ -69,6 +104,9 @@ impl RowEncoder {
             nums: Vec::new(),
             bigs: Vec::new(),
             text: Vec::new(),
+            row_chunks: Vec::new(),
+            cell_chunks: Vec::new(),
+            open: None,
             text_units: 0,
             ascii: true,
             blobs: Vec::new(),
@@ -89,7 +127,15 @@ impl RowEncoder {
         for i in 0..self.cols {
             self.push_value(row.get_ref_unwrap(i));
         }
+        self.end_row();
+    }
+
+    /// Ends the row whose values were pushed; closes the open chunk once it is full.
+    pub fn end_row(&mut self) {
         self.rows += 1;
+        if matches!(self.open, Some((start, _)) if self.text.len() - start >= TEXT_CHUNK_BYTES) {
+            self.close_chunk();
+        }
     }
 
     pub fn push_value(&mut self, v: ValueRef<'_>) {
@@ -113,8 +159,8 @@ impl RowEncoder {
                 self.nums.push(f);
             }
             ValueRef::Text(bytes) => {
-                self.push_text(bytes);
-                self.tags.push(TAG_TEXT);
+                let tag = self.push_text(bytes);
+                self.tags.push(tag);
                 self.nums.push(self.text_units as f64);
             }
             ValueRef::Blob(bytes) => {
@@ -125,22 +171,58 @@ impl RowEncoder {
         }
     }
 
-    fn push_text(&mut self, bytes: &[u8]) {
+    /// Appends one TEXT value and returns its tag: TAG_TEXT_CHUNK when it starts a chunk.
+    fn push_text(&mut self, bytes: &[u8]) -> u8 {
         if bytes.is_ascii() {
+            let tag = self.chunk_for(bytes.len());
             self.text.extend_from_slice(bytes);
             self.text_units += bytes.len() as u64;
-            return;
+            return tag;
         }
         self.ascii = false;
         // Invalid UTF-8 (e.g. CAST(x'ff' AS TEXT)) becomes U+FFFD, as the JS side would do.
         let s = String::from_utf8_lossy(bytes);
+        let tag = self.chunk_for(s.len());
         self.text_units += utf16_len(&s);
         self.text.extend_from_slice(s.as_bytes());
+        tag
     }
 
-    pub fn finish(self) -> EncodedRows {
+    /// Makes room for a value of `len` bytes: opens a chunk entered at this row when none is
+    /// open, or cuts the open one here (a TAG_TEXT_CHUNK cell) when the value would take it
+    /// past TEXT_CHUNK_MAX_BYTES. So a chunk larger than the bound holds exactly one value,
+    /// its first (the JS side names that value's column when it cannot become a string).
+    fn chunk_for(&mut self, len: usize) -> u8 {
+        match self.open {
+            None => {
+                self.open = Some((self.text.len(), Some(self.rows)));
+                self.text_units = 0;
+                TAG_TEXT
+            }
+            Some((start, _)) if self.text.len() - start + len <= TEXT_CHUNK_MAX_BYTES => TAG_TEXT,
+            Some(_) => {
+                self.close_chunk();
+                self.open = Some((self.text.len(), None));
+                self.text_units = 0;
+                TAG_TEXT_CHUNK
+            }
+        }
+    }
+
+    fn close_chunk(&mut self) {
+        let Some((start, row)) = self.open.take() else { return };
+        let (start, end) = (start as f64, self.text.len() as f64);
+        match row {
+            Some(row) => self.row_chunks.extend_from_slice(&[row as f64, start, end]),
+            None => self.cell_chunks.extend_from_slice(&[start, end]),
+        }
+    }
+
+    pub fn finish(mut self) -> EncodedRows {
+        self.close_chunk();
         let cells = self.tags.len();
-        let mut len = HEADER_BYTES + cells * 8 + self.bigs.len() * 8;
+        let chunk_table = (self.row_chunks.len() + self.cell_chunks.len()) * 8;
+        let mut len = HEADER_BYTES + cells * 8 + self.bigs.len() * 8 + chunk_table;
         len += cells + self.names.len() + self.text.len() + self.blobs.len();
         let mut out = Vec::with_capacity(len);
         let header = [
@@ -149,8 +231,8 @@ impl RowEncoder {
             self.cols as u32,
             if self.ascii { FLAG_ASCII_TEXT } else { 0 },
             self.names.len() as u32,
-            self.text.len() as u32,
-            self.blobs.len() as u32,
+            (self.row_chunks.len() / 3) as u32,
+            (self.cell_chunks.len() / 2) as u32,
             self.bigs.len() as u32,
         ];
         for h in header {
@@ -161,6 +243,9 @@ impl RowEncoder {
         }
         for b in &self.bigs {
             out.extend_from_slice(&b.to_le_bytes());
+        }
+        for c in self.row_chunks.iter().chain(&self.cell_chunks) {
+            out.extend_from_slice(&c.to_le_bytes());
         }
         out.extend_from_slice(&self.tags);
         out.extend_from_slice(&self.names);
@@ -184,28 +269,37 @@ mod tests {
         u32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap())
     }
 
+    fn f64_at(bytes: &[u8], at: usize) -> f64 {
+        f64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
+    }
+
     #[test]
     fn encodes_every_kind_of_value() {
         let mut e = RowEncoder::new(["a", "b"].into_iter());
         e.push_value(ValueRef::Integer(7));
         e.push_value(ValueRef::Text(b"h\xc3\xa9"));
+        e.end_row();
         e.push_value(ValueRef::Integer(i64::MAX));
         e.push_value(ValueRef::Blob(&[1, 2, 3]));
-        e.rows = 2;
+        e.end_row();
         let r = e.finish();
         let b = &r.bytes;
         assert_eq!(header(b, 1), 2);
         assert_eq!(header(b, 2), 2);
         assert_eq!(header(b, 3) & FLAG_ASCII_TEXT, 0);
-        assert_eq!(header(b, 5), 3); // "hé" is 3 bytes
+        assert_eq!((header(b, 5), header(b, 6)), (1, 0)); // one chunk, entered at a row
         assert_eq!(header(b, 7), 1);
-        let num = |i: usize| f64::from_le_bytes(b[32 + i * 8..40 + i * 8].try_into().unwrap());
+        let num = |i: usize| f64_at(b, 32 + i * 8);
         assert_eq!(num(0), 7.0);
         assert_eq!(num(1), 2.0); // 2 UTF-16 units
         assert_eq!(num(3), 3.0);
         let big = i64::from_le_bytes(b[64..72].try_into().unwrap());
         assert_eq!(big, i64::MAX);
-        assert_eq!(&b[72..76], &[TAG_INT, TAG_TEXT, TAG_BIGINT, TAG_BLOB]);
+        assert_eq!([f64_at(b, 72), f64_at(b, 80), f64_at(b, 88)], [0.0, 0.0, 3.0]); // row 0, bytes 0..3
+        assert_eq!(&b[96..100], &[TAG_INT, TAG_TEXT, TAG_BIGINT, TAG_BLOB]);
+        assert_eq!(&b[100..104], b"a\0b\0");
+        assert_eq!(&b[104..107], "hé".as_bytes());
+        assert_eq!(&b[107..], &[1, 2, 3]);
     }
 
     #[test]
@@ -215,8 +309,132 @@ mod tests {
         e.push_value(ValueRef::Text("😀".as_bytes()));
         let r = e.finish();
         // U+FFFD is one unit, the emoji two.
-        let num = |i: usize| f64::from_le_bytes(r.bytes[32 + i * 8..40 + i * 8].try_into().unwrap());
+        let num = |i: usize| f64_at(&r.bytes, 32 + i * 8);
         assert_eq!(num(0), 1.0);
         assert_eq!(num(1), 3.0);
+    }
+
+    /// The chunk tables and the (tag, offset) of every cell, as the JS side reads them.
+    struct Chunks {
+        rows: Vec<[usize; 3]>,
+        cells: Vec<[usize; 2]>,
+        tags: Vec<(u8, f64)>,
+    }
+
+    fn chunks_of(r: &EncodedRows) -> Chunks {
+        let b = &r.bytes;
+        let cells = header(b, 1) as usize * header(b, 2) as usize;
+        let (rc, cc) = (header(b, 5) as usize, header(b, 6) as usize);
+        let at = HEADER_BYTES + cells * 8 + header(b, 7) as usize * 8;
+        let v = |i: usize| f64_at(b, at + i * 8) as usize;
+        let rows = (0..rc).map(|k| [v(3 * k), v(3 * k + 1), v(3 * k + 2)]).collect();
+        let cells_t = (0..cc).map(|k| [v(3 * rc + 2 * k), v(3 * rc + 2 * k + 1)]).collect();
+        let tags_at = at + (3 * rc + 2 * cc) * 8;
+        let tags = (0..cells).map(|i| (b[tags_at + i], f64_at(b, HEADER_BYTES + i * 8))).collect();
+        Chunks { rows, cells: cells_t, tags }
+    }
+
+    #[test]
+    fn chunks_end_between_rows_once_full() {
+        let mut e = RowEncoder::new(["a", "b"].into_iter());
+        let value = vec![b'a'; 1000];
+        // 33 rows of 2 x 1000 bytes: the row that reaches 65,536 bytes (the 33rd) ends the chunk.
+        for _ in 0..40 {
+            e.push_value(ValueRef::Text(&value));
+            e.push_value(ValueRef::Text(&value));
+            e.end_row();
+        }
+        let r = e.finish();
+        let c = chunks_of(&r);
+        assert_eq!(c.rows, vec![[0, 0, 66_000], [33, 66_000, 80_000]]);
+        assert!(c.cells.is_empty());
+        assert!(c.tags.iter().all(|&(t, _)| t == TAG_TEXT));
+        assert_eq!(c.tags[65], (TAG_TEXT, 66_000.0));
+        assert_eq!(c.tags[66], (TAG_TEXT, 1000.0)); // offsets restart in each chunk
+    }
+
+    #[test]
+    fn a_row_that_outgrows_the_bound_is_cut_inside() {
+        let mut e = RowEncoder::new(["a", "b", "c", "d"].into_iter());
+        let quarter = vec![b'q'; TEXT_CHUNK_BYTES];
+        let big = vec![b'b'; TEXT_CHUNK_MAX_BYTES + 1];
+        // Row 0: four quarters fit exactly; row 1: a small value, then one larger than the
+        // bound (a chunk of its own, cut before it and after it), then two small ones.
+        for _ in 0..4 {
+            e.push_value(ValueRef::Text(&quarter));
+        }
+        e.end_row();
+        e.push_value(ValueRef::Text(b"x"));
+        e.push_value(ValueRef::Text(&big));
+        e.push_value(ValueRef::Text(b""));
+        e.push_value(ValueRef::Text(b"yz"));
+        e.end_row();
+        let r = e.finish();
+        let c = chunks_of(&r);
+        let (m, b1) = (TEXT_CHUNK_MAX_BYTES, big.len());
+        assert_eq!(c.rows, vec![[0, 0, m], [1, m, m + 1]]);
+        assert_eq!(c.cells, vec![[m + 1, m + 1 + b1], [m + 1 + b1, m + 3 + b1]]);
+        let tags: Vec<u8> = c.tags.iter().map(|t| t.0).collect();
+        assert_eq!(tags, [TAG_TEXT, TAG_TEXT, TAG_TEXT, TAG_TEXT, TAG_TEXT, TAG_TEXT_CHUNK, TAG_TEXT_CHUNK, TAG_TEXT]);
+        assert_eq!(c.tags[5].1, b1 as f64);
+        assert_eq!((c.tags[6].1, c.tags[7].1), (0.0, 2.0));
+    }
+
+    #[test]
+    fn chunks_cover_the_text_and_stay_within_the_bound() {
+        // Mixed lengths and non-ASCII text (offsets in UTF-16 units, bounds in bytes); the
+        // chunks, in the order the decoder enters them, tile the text section.
+        let mut e = RowEncoder::new(["a", "b", "c"].into_iter());
+        let mut values = Vec::new();
+        for i in 0..3000usize {
+            let len = (i * 7919) % (if i % 100 == 0 { 300_000 } else { 40_000 });
+            values.push(if i % 3 == 0 { "é".repeat(len / 2) } else { "x".repeat(len) });
+        }
+        for (i, v) in values.iter().enumerate() {
+            e.push_value(ValueRef::Text(v.as_bytes()));
+            if i % 3 == 2 {
+                e.end_row();
+            }
+        }
+        let r = e.finish();
+        let c = chunks_of(&r);
+        let (mut next_row, mut next_cell, mut at, mut units) = (0, 0, 0, 0.0);
+        let mut values_in_chunk = 0;
+        let mut chunk = [0usize; 2];
+        for (i, v) in values.iter().enumerate() {
+            let starts_row = next_row < c.rows.len() && c.rows[next_row][0] == i / 3 && i % 3 == 0;
+            let cut = c.tags[i].0 == TAG_TEXT_CHUNK;
+            if starts_row || cut {
+                assert!(chunk[1] - chunk[0] <= TEXT_CHUNK_MAX_BYTES || values_in_chunk == 1);
+                chunk = if cut {
+                    next_cell += 1;
+                    c.cells[next_cell - 1]
+                } else {
+                    next_row += 1;
+                    [c.rows[next_row - 1][1], c.rows[next_row - 1][2]]
+                };
+                assert_eq!(chunk[0], at);
+                units = 0.0;
+                values_in_chunk = 0;
+            }
+            values_in_chunk += 1;
+            units += utf16_len(v) as f64;
+            at += v.len();
+            assert!(at <= chunk[1]);
+            assert_eq!(c.tags[i].1, units, "value {i}");
+        }
+        assert_eq!((next_row, next_cell), (c.rows.len(), c.cells.len()));
+        assert!(c.cells.len() > 0);
+        assert_eq!(at, chunk[1]);
+    }
+
+    #[test]
+    fn a_result_without_text_has_no_chunks() {
+        let mut e = RowEncoder::new(["n"].into_iter());
+        e.push_value(ValueRef::Integer(1));
+        e.end_row();
+        let r = e.finish();
+        assert_eq!((header(&r.bytes, 5), header(&r.bytes, 6)), (0, 0));
+        assert_eq!(r.bytes.len(), HEADER_BYTES + 8 + 1 + 2);
     }
 }

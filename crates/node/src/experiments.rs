@@ -12,11 +12,24 @@ use std::ptr;
 /// outside `bytes`.
 pub unsafe fn rows_from_encoding(env: sys::napi_env, bytes: &[u8]) -> NapiResult<sys::napi_value> {
     let u32_at = |i: usize| u32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap());
-    let (rows, cols, names_len, text_len) = (u32_at(1) as usize, u32_at(2) as usize, u32_at(4) as usize, u32_at(5) as usize);
-    let bigs = u32_at(7) as usize;
+    let (rows, cols, names_len) = (u32_at(1) as usize, u32_at(2) as usize, u32_at(4) as usize);
+    let (row_chunks, cell_chunks, bigs) = (u32_at(5) as usize, u32_at(6) as usize, u32_at(7) as usize);
     let cells = rows * cols;
     let nums_at = 32;
-    let tags_at = nums_at + cells * 8 + bigs * 8;
+    let chunks_at = nums_at + cells * 8 + bigs * 8;
+    let f64_at = |at: usize| f64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    // Chunks tile the text section: its length is the largest chunk end.
+    let row_chunk = |k: usize| (f64_at(chunks_at + k * 24) as usize, f64_at(chunks_at + k * 24 + 16) as usize);
+    let cell_end = |k: usize| f64_at(chunks_at + row_chunks * 24 + k * 16 + 8) as usize;
+    let mut text_len = 0;
+    if row_chunks > 0 {
+        text_len = row_chunk(row_chunks - 1).1;
+    }
+    if cell_chunks > 0 {
+        text_len = text_len.max(cell_end(cell_chunks - 1));
+    }
+    let tags_at = chunks_at + row_chunks * 24 + cell_chunks * 16;
+    let mut next_row_chunk = 0;
     let names_at = tags_at + cells;
     let text_at = names_at + names_len;
     let blob_at = text_at + text_len;
@@ -32,14 +45,22 @@ pub unsafe fn rows_from_encoding(env: sys::napi_env, bytes: &[u8]) -> NapiResult
     // Byte offsets: the encoding stores UTF-16 ends, so re-measure each UTF-8 cell.
     let mut text_bytes = 0usize;
     for r in 0..rows {
+        if next_row_chunk < row_chunks && row_chunk(next_row_chunk).0 == r {
+            tp = 0; // offsets restart in each text chunk
+            next_row_chunk += 1;
+        }
         let mut obj = ptr::null_mut();
         ok(sys::napi_create_object(env, &mut obj))?;
         for c in 0..cols {
             let i = r * cols + c;
             let num = f64::from_le_bytes(bytes[nums_at + i * 8..nums_at + i * 8 + 8].try_into().unwrap());
-            let v = match bytes[tags_at + i] {
+            let tag = bytes[tags_at + i];
+            let v = match tag {
                 1 | 5 => number(env, num)?,
-                2 => {
+                2 | 6 => {
+                    if tag == 6 {
+                        tp = 0; // offsets restart in each text chunk
+                    }
                     let units = num as usize - tp;
                     tp = num as usize;
                     let start = text_bytes;
