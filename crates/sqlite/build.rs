@@ -111,15 +111,30 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
-/// The defines of both sections of compile-options.txt, validated so that a typo cannot
-/// reach the compiler command line as anything but a macro definition.
+/// The defines of the [options] and [build] sections of compile-options.txt ([defaults] only
+/// records what SQLite reports unasked), validated so that a typo cannot reach the compiler
+/// command line as anything but a macro definition.
 fn defines(path: &Path) -> Vec<String> {
     let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let mut out = Vec::new();
+    let mut compiled: Option<bool> = None;
     for (n, raw) in text.lines().enumerate() {
         let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') || line == "[options]" || line == "[build]" {
+        if line.is_empty() || line.starts_with('#') {
             continue;
+        }
+        if line.starts_with('[') {
+            compiled = match line {
+                "[options]" | "[build]" => Some(true),
+                "[defaults]" => Some(false),
+                _ => panic!("{}:{}: unknown section {line}", path.display(), n + 1),
+            };
+            continue;
+        }
+        match compiled {
+            Some(true) => {}
+            Some(false) => continue,
+            None => panic!("{}:{}: a define before any section", path.display(), n + 1),
         }
         let (name, value) = line.split_once('=').unwrap_or((line, ""));
         let name_ok = !name.is_empty() && name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
