@@ -3,6 +3,3 @@
 //! `libsqlite3-sys` (through rusqlite's `in_gecko` feature) supplies only the bindings.
 //! A dependent must name the crate (`use quietsqlite_sqlite as _;`) so that it is linked.
 #![no_std]
-
-/// The compile options SQLite is built with, exactly as build.rs reads them.
-pub const COMPILE_OPTIONS: &str = include_str!("../compile-options.txt");
