@@ -6,6 +6,9 @@
 //! its own values. Live queries ([`live`]) re-run only when a committed write touches what
 //! they read.
 
+// Links quietsqlite's SQLite (the crate has no Rust API; naming it is what links it).
+use quietsqlite_sqlite as _;
+
 pub mod bind;
 pub mod cancel;
 pub mod completion;
