@@ -123,9 +123,12 @@ export function mainIf(meta, run) {
   run(params, (text) => process.stdout.write(`PROGRESS ${text}\n`)).then(
     (result) => {
       process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
-      // A kind leaves nothing running; if it did, exiting here would hide it from the
-      // figures but not from the caller, which waits for the exit.
-      process.exitCode = 0;
+      // A kind leaves nothing running. If something still holds the process open (a
+      // promise's keep-alive, a thread), say so and end with an exit code the caller reports.
+      setTimeout(() => {
+        process.stderr.write('the process stayed alive for 5 s after its result (something still holds it open)\n');
+        process.exit(3);
+      }, 5000).unref();
     },
     (err) => {
       process.stdout.write(`RESULT ${JSON.stringify({ failures: [`harness error: ${err?.stack ?? err}`], figures: {} })}\n`);

@@ -7,12 +7,13 @@ import { join } from 'node:path';
 import { Database, collectGarbage, describeError, mainIf, removeDir, resources, sleep, tempDir, withDeadline } from './common.mjs';
 
 /** A soak operation that takes longer than this is a hang: reported, and the run goes on. */
-const HANG_MS = 20_000;
+let HANG_MS = 20_000;
 
 const QUERIES = 100;
 const GROUPS = 50;
 
-export async function run({ seconds = 10, rssLimitMb = 512 } = {}, progress = () => {}) {
+export async function run({ seconds = 10, rssLimitMb = 512, hangMs = 20_000 } = {}, progress = () => {}) {
+  HANG_MS = hangMs;
   const dir = await tempDir();
   const failures = [];
   const fail = (m) => failures.length < 100 && failures.push(m);
