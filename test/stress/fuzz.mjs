@@ -204,6 +204,7 @@ const txStep = fc.oneof(
   fc.constant({ op: 'concurrent' }),
   fc.record({ op: fc.constant('control'), sql: fc.constantFrom('COMMIT', 'ROLLBACK', 'END', 'RELEASE x', 'BEGIN', 'COMMIT; SELECT 1') }),
   fc.constant({ op: 'dbInsert' }),
+  fc.constant({ op: 'abortThenWrite' }),
 );
 const txCase = fc.record({
   kind: fc.constant('transaction'),
@@ -213,6 +214,7 @@ const txCase = fc.record({
 
 const openCase = fc.record({
   kind: fc.constant('open'),
+  path: fc.constantFrom(':memory:', ':memory:', ':memory:', 'nul\0in-path.db', '', 'file::memory:?cache=shared'),
   options: fc.oneof(
     fc.record({ readers: fc.constantFrom(0, 1, 2, 65, 1.5, '2', -1) }, { requiredKeys: [] }),
     fc.record({ timeoutMs: fc.constantFrom(1, 1000, -1, NaN, 'x') }),
@@ -239,7 +241,7 @@ export function describeCase(c) {
     case 'transaction':
       return `transaction ${JSON.stringify(c.steps)} fail=${c.fail}`;
     default:
-      return `open ${show(c.options)} ${JSON.stringify(c.options, (k, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v))}`;
+      return `open ${show(c.path)} ${show(c.options)} ${JSON.stringify(c.options, (k, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v))}`;
   }
 }
 
@@ -345,6 +347,11 @@ class Fuzzer {
     } else {
       r = await this.call(c, () => this.invoke(this.db, c), secrets);
     }
+    if (r.ok && c.params && typeof c.params === 'object' && !Array.isArray(c.params)) {
+      const keys = Object.keys(c.params);
+      const bare = keys.map((k) => k.replace(/^[:@$]/, ''));
+      if (new Set(bare).size !== bare.length) this.fail(c, 'named parameters given twice (with and without a prefix) were accepted');
+    }
     const sqlText = typeof c.sql === 'string' ? c.sql : '';
     const nul = sqlText.indexOf('\0');
     if (r.ok && nul >= 0 && /[^\s\0]/.test(sqlText.slice(nul + 1)) && !/'[^']*\0[^']*'/.test(sqlText)) {
@@ -429,9 +436,19 @@ class Fuzzer {
     const tag = this.tag++;
     let kept = 0;
     const ins = (t) => t.execute('INSERT INTO v(tag, seq) VALUES (?, 0)', [tag]);
+    const ctrl = new AbortController();
     const res = await this.call(c, () =>
       this.db.transaction(async (tx) => {
         for (const s of c.steps) {
+          if (s.op === 'abortThenWrite') {
+            // The body keeps running after its signal aborted: whatever it writes now,
+            // through tx or routed through db, must not be committed.
+            ctrl.abort();
+            await new Promise((r) => setTimeout(r, 2));
+            await ins(this.db).catch(() => {});
+            await ins(tx).catch(() => {});
+            continue;
+          }
           if (s.op === 'insert') {
             await ins(tx);
             kept++;
@@ -457,7 +474,7 @@ class Fuzzer {
           }
         }
         if (c.fail) throw new RangeError('transaction body fails on purpose');
-      }),
+      }, { signal: ctrl.signal }),
     );
     const [{ n }] = await this.db.select('SELECT count(*) AS n FROM v WHERE tag = ?', [tag]);
     const want = res.ok ? kept : 0;
@@ -468,8 +485,11 @@ class Fuzzer {
   }
 
   async runOpen(c) {
-    const r = await this.call(c, () => Database.open(':memory:', c.options));
+    const r = await this.call(c, () => Database.open(c.path, c.options));
     if (r.ok) await r.value.close();
+    if (c.path.includes('\0') && (r.ok || /SQL/.test(String(r.error?.message)))) {
+      this.fail(c, `a path with a NUL byte: ${r.ok ? 'opened' : `the error does not name the problem: ${describeError(r.error)}`}`);
+    }
   }
 }
 

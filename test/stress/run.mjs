@@ -5,6 +5,7 @@
 //
 //   node test/stress/run.mjs [--quick] [--only=fuzz,crash,faults,lifecycle,soak] [--seed=N]
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { join, relative } from 'node:path';
 import { node24Available, node24Path } from '../../scripts/node24.mjs';
 import { here, root, runKind } from './common.mjs';
@@ -61,7 +62,7 @@ function report(results, seconds) {
   const lines = [
     `# Reliability run: ${mode}, ${started.toISOString()}`,
     '',
-    `Command: \`npm run stress${quick ? ' -- --quick' : ''}${only ? ` -- --only=${only.join(',')}` : ''}\` (seed ${seed}); Node ${process.version}${node24Available() ? ' and Node 24 (fuzz share)' : ''}; ${seconds.toFixed(0)} s in total; machine: ${(await import('node:os')).cpus().length} cores.`,
+    `Command: \`npm run stress${quick ? ' -- --quick' : ''}${only ? ` -- --only=${only.join(',')}` : ''}\` (seed ${seed}); Node ${process.version}${node24Available() ? ' and Node 24 (fuzz share)' : ''}; ${seconds.toFixed(0)} s in total; machine: ${cpus().length} cores.`,
     '',
     '| kind | failures | figures |',
     '|---|---|---|',
@@ -113,7 +114,7 @@ const seconds = (Date.now() - started) / 1000;
 const dir = join(here, 'results');
 mkdirSync(dir, { recursive: true });
 const file = join(dir, `${started.toISOString().slice(0, 10)}-${quick ? 'quick' : 'full'}.md`);
-writeFileSync(file, await report(results, seconds));
+writeFileSync(file, report(results, seconds));
 const total = Object.values(results).reduce((s, r) => s + r.failures.length, 0);
 log(`${total} failures in ${seconds.toFixed(0)} s; results: ${relative(root, file)}`);
 for (const [kind, r] of Object.entries(results)) for (const g of grouped(r.failures).slice(0, 8)) log(`  ${kind}: ${g.n} x ${g.example.slice(0, 220)}`);
