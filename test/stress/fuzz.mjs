@@ -32,7 +32,13 @@ const char = fc.oneof(
   { weight: 2, arbitrary: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)) },
   { weight: 2, arbitrary: fc.constantFrom('\0', '\uD800', '\uDBFF', '\uDC00', '\uDFFF', '😀', 'é', '\u2028', '\n', "'", '"') },
 );
-const text = fc.array(char, { maxLength: 40 }).map((a) => a.join(''));
+const plainText = fc.array(char, { maxLength: 40 }).map((a) => a.join(''));
+// Lone surrogates at a value's edges: where joining or splitting text goes wrong.
+const text = fc.oneof(
+  { weight: 4, arbitrary: plainText },
+  { weight: 1, arbitrary: fc.tuple(plainText, fc.constantFrom('\uD800', '\uDBFF', '\uD83D')).map(([t, s]) => t + s) },
+  { weight: 1, arbitrary: fc.tuple(fc.constantFrom('\uDC00', '\uDFFF', '\uDE00'), plainText).map(([s, t]) => s + t) },
+);
 
 const TYPED = [
   Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array,
