@@ -36,3 +36,29 @@ test('soak: 10 s of readers, writers, transactions and 100 live queries', async 
   assert.equal(r.figures.queries, 100);
   noFailures(r);
 });
+
+test('the crash checker detects partial units, rolled-back rows, lost commits and schema drift', async (t) => {
+  // The crash kind passes when SQLite keeps its promises, so prove its checks can fail.
+  const { mkdtemp, rm } = await import('node:fs/promises');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { Database } = await import('../dist/index.mjs');
+  const { verify } = await import('./stress/crash.mjs');
+  const dir = await mkdtemp(join(tmpdir(), 'quietsqlite-test-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'c.db');
+  const db = await Database.open(file);
+  await db.execute(`
+    CREATE TABLE rows(tag INTEGER NOT NULL, k INTEGER NOT NULL, phase TEXT NOT NULL, pad BLOB);
+    CREATE TABLE schema_log(tag INTEGER PRIMARY KEY, name TEXT NOT NULL);
+    CREATE TABLE sc_9(x);
+    INSERT INTO rows(tag, k, phase) VALUES (1, 2, 'batch'), (1, 2, 'batch'), (2, 3, 'tx'), (2, 3, 'rolledback')`);
+  await db.close();
+  const { failures } = await verify(file, [1, 2, 3]);
+  const text = failures.join('\n');
+  assert.match(text, /unit 2 is partial/);
+  assert.doesNotMatch(text, /unit 1 is partial/);
+  assert.match(text, /1 rows of rolled-back savepoints/);
+  assert.match(text, /table sc_9 exists without its log row/);
+  assert.match(text, /1 committed units lost/);
+});
