@@ -60,7 +60,12 @@ export async function run({ seconds = 10, rssLimitMb = 512, hangMs = 20_000 } = 
         if (slot.q % 9 === 0) {
           // Two next() calls without awaiting the first: both must settle (with rows, or
           // done when the iterator is returned).
-          track(it.next()).catch(() => {});
+          track(it.next()).then(
+            (r) => {
+              if (!r.done && !stopped && slot.last === undefined) slot.last = r.value;
+            },
+            () => {},
+          );
         }
         (async () => {
           for (;;) {
