@@ -107,7 +107,7 @@ export async function run({ cycles = 50, workers = 3, dropped = 20 } = {}, progr
           failures.push(`worker ${mode} ${i}: ${describeError(err)}`);
         }
       }
-      phases.push(compare(`${workers} Workers terminated mid-${mode}`, base, await settle(base, 5000), failures));
+      phases.push(compare(`${workers} Workers terminated mid-${mode}`, base, await settle(base, 10_000), failures));
       // The file must be writable again, and nothing of the terminated transactions kept.
       const db = await Database.open(file, { busyTimeout: 2000 });
       try {
