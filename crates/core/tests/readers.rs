@@ -1,0 +1,79 @@
+//! Reader threads: parallel reads, panics become errors, writes refused.
+
+mod common;
+use common::*;
+use quietsqlite_core::Error;
+
+const SLOW: &str =
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5000000) SELECT count(*) AS n FROM c";
+
+#[test]
+fn readers_run_in_parallel() {
+    let h = open(2);
+    let slow = h.send_read(SLOW);
+    // Give the slow read time to be taken by a reader (ordering, not speed, is asserted).
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let fast = h.send_read("SELECT 42 AS v");
+    assert_eq!(json(h.wait(fast).unwrap()), r#"[{"v":42}]"#);
+    h.wait(slow).unwrap();
+    let order = h.arrivals.borrow().clone();
+    let pos = |id| order.iter().position(|&x| x == id).unwrap();
+    assert!(
+        pos(fast) < pos(slow),
+        "the second reader served the fast read meanwhile: {order:?}"
+    );
+    h.close();
+}
+
+#[test]
+fn one_reader_serves_in_order() {
+    // The control case for the test above: with one reader the fast read waits.
+    let h = open(1);
+    let slow = h.send_read(SLOW);
+    let fast = h.send_read("SELECT 42 AS v");
+    h.wait(fast).unwrap();
+    h.wait(slow).unwrap();
+    let order = h.arrivals.borrow().clone();
+    let pos = |id| order.iter().position(|&x| x == id).unwrap();
+    assert!(pos(slow) < pos(fast));
+    h.close();
+}
+
+#[test]
+fn a_reader_panic_becomes_an_error_and_the_reader_lives_on() {
+    let h = open(1);
+    let id = h.id();
+    h.db().panic_for_tests(id).unwrap();
+    match h.wait(id) {
+        Err(Error::Internal(msg)) => assert!(msg.contains("panic"), "{msg}"),
+        other => panic!("expected an internal error, got {other:?}"),
+    }
+    // The only reader survived and still serves.
+    assert_eq!(h.read_json("SELECT 1 AS one"), r#"[{"one":1}]"#);
+    h.close();
+}
+
+#[test]
+fn readers_refuse_writes_and_see_commits() {
+    let h = open(2);
+    h.exec("CREATE TABLE t(x)");
+    let id = h.send_read("INSERT INTO t VALUES (1)");
+    assert!(matches!(h.wait(id), Err(Error::Sqlite { .. })));
+    h.exec("INSERT INTO t VALUES (2)");
+    for _ in 0..4 {
+        assert_eq!(h.read_json("SELECT sum(x) AS s FROM t"), r#"[{"s":2}]"#);
+    }
+    h.close();
+}
+
+#[test]
+fn many_concurrent_reads_all_complete() {
+    let h = open(3);
+    let ids: Vec<_> = (0..500)
+        .map(|i| h.send_read(&format!("SELECT {i} AS v")))
+        .collect();
+    for (i, id) in ids.into_iter().enumerate() {
+        assert_eq!(json(h.wait(id).unwrap()), format!(r#"[{{"v":{i}}}]"#));
+    }
+    h.close();
+}

@@ -1,0 +1,180 @@
+//! The writer thread: FIFO order, a transaction holding the queue, rollback, close after
+//! queued work (dropping under an open transaction is in lifecycle.rs).
+
+mod common;
+use common::*;
+use quietsqlite_core::{Error, Output, WriteKind};
+
+#[test]
+fn writes_run_and_complete_in_fifo_order() {
+    let h = open(2);
+    h.exec("CREATE TABLE t(seq INTEGER)");
+    let ids: Vec<_> = (0..200)
+        .map(|i| h.send_exec(None, &format!("INSERT INTO t(seq) VALUES ({i})")))
+        .collect();
+    for &id in &ids {
+        h.wait(id).expect("insert");
+    }
+    let arrived: Vec<_> = h
+        .arrivals
+        .borrow()
+        .iter()
+        .copied()
+        .filter(|id| ids.contains(id))
+        .collect();
+    assert_eq!(arrived, ids, "completions arrive in submission order");
+    // Rowids follow submission order too: each insert ran in its turn.
+    let out = h.writer_json(None, "SELECT count(*) AS n FROM t WHERE seq <> rowid - 1");
+    assert_eq!(out, r#"[{"n":0}]"#);
+    h.close();
+}
+
+#[test]
+fn a_transaction_holds_the_queue_until_it_ends() {
+    let h = open(2);
+    h.exec("CREATE TABLE t(who TEXT)");
+    h.begin(7);
+    // Queued before the transaction's own requests, yet it must wait for the COMMIT.
+    let outside = h.send_exec(None, "INSERT INTO t VALUES ('outside')");
+    let inside = h.send_exec(Some(7), "INSERT INTO t VALUES ('inside')");
+    h.wait(inside).expect("inside");
+    let seen = h.writer_json(Some(7), "SELECT group_concat(who) AS w FROM t");
+    assert_eq!(
+        seen, r#"[{"w":"inside"}]"#,
+        "the outside write has not run inside the transaction"
+    );
+    let commit = h.send_write(Some(7), WriteKind::Commit);
+    h.wait(commit).expect("commit");
+    h.wait(outside).expect("outside");
+    let order = h.arrivals.borrow().clone();
+    let pos = |id| order.iter().position(|&x| x == id).unwrap();
+    assert!(
+        pos(commit) < pos(outside),
+        "the waiting write ran after the commit: {order:?}"
+    );
+    assert_eq!(
+        h.writer_json(None, "SELECT group_concat(who) AS w FROM t"),
+        r#"[{"w":"inside,outside"}]"#
+    );
+    h.close();
+}
+
+#[test]
+fn requests_of_an_ended_transaction_are_refused() {
+    let h = open(1);
+    h.exec("CREATE TABLE t(x)");
+    h.begin(3);
+    let rb = h.send_write(Some(3), WriteKind::Rollback);
+    h.wait(rb).expect("rollback");
+    let late = h.send_exec(Some(3), "INSERT INTO t VALUES (1)");
+    assert!(matches!(h.wait(late), Err(Error::TransactionEnded(_))));
+    assert_eq!(
+        h.writer_json(None, "SELECT count(*) AS n FROM t"),
+        r#"[{"n":0}]"#
+    );
+    h.close();
+}
+
+#[test]
+fn rollback_discards_and_leaves_the_writer_usable() {
+    let h = open(1);
+    h.exec("CREATE TABLE t(x UNIQUE)");
+    h.begin(1);
+    h.wait(h.send_exec(Some(1), "INSERT INTO t VALUES (1)"))
+        .unwrap();
+    // A failing statement inside the transaction does not end it.
+    assert!(matches!(
+        h.wait(h.send_exec(Some(1), "INSERT INTO t VALUES (1)")),
+        Err(Error::Sqlite { .. })
+    ));
+    h.wait(h.send_write(Some(1), WriteKind::Rollback)).unwrap();
+    h.exec("INSERT INTO t VALUES (2)");
+    assert_eq!(
+        h.writer_json(None, "SELECT group_concat(x) AS v FROM t"),
+        r#"[{"v":"2"}]"#
+    );
+    h.close();
+}
+
+#[test]
+fn close_waits_for_a_holding_transaction_which_may_still_roll_back() {
+    let h = open(1);
+    h.exec("CREATE TABLE t(x)");
+    h.exec("INSERT INTO t VALUES ('kept')");
+    h.begin(5);
+    h.wait(h.send_exec(Some(5), "INSERT INTO t VALUES ('uncommitted')"))
+        .unwrap();
+    let close = h.id();
+    h.db().close(close);
+    // The transaction's own requests still pass while close() waits for it.
+    h.wait(h.send_exec(Some(5), "INSERT INTO t VALUES ('uncommitted too')"))
+        .unwrap();
+    assert!(
+        h.try_wait(close, std::time::Duration::from_millis(100))
+            .is_none(),
+        "close waits for the holder"
+    );
+    h.wait(h.send_write(Some(5), WriteKind::Rollback)).unwrap();
+    h.wait(close)
+        .expect("close completes once the transaction ended");
+    assert_eq!(count_rows(&h.path, "SELECT count(*) FROM t"), 1);
+    assert_eq!(
+        count_rows(
+            &h.path,
+            "SELECT count(*) FROM t WHERE x LIKE 'uncommitted%'"
+        ),
+        0
+    );
+}
+
+#[test]
+fn close_completes_after_queued_work() {
+    let h = open(2);
+    h.exec("CREATE TABLE t(x)");
+    let ids: Vec<_> = (0..100)
+        .map(|i| h.send_exec(None, &format!("INSERT INTO t VALUES ({i})")))
+        .collect();
+    let reads: Vec<_> = (0..20)
+        .map(|_| h.send_read("SELECT count(*) AS n FROM t"))
+        .collect();
+    let close = h.id();
+    h.db().close(close);
+    h.wait(close).expect("close");
+    let order = h.arrivals.borrow().clone();
+    let close_at = order.iter().position(|&x| x == close).unwrap();
+    for id in ids.iter().chain(&reads) {
+        let at = order.iter().position(|x| x == id);
+        assert!(
+            matches!(at, Some(p) if p < close_at),
+            "request {id} completed before close: {order:?}"
+        );
+    }
+    for id in ids {
+        assert!(matches!(h.wait(id), Ok(Output::Exec(_))));
+    }
+    assert_eq!(count_rows(&h.path, "SELECT count(*) FROM t"), 100);
+    // After close nothing more is taken.
+    assert!(matches!(
+        h.db().read(quietsqlite_core::ReadJob {
+            id: 9999,
+            sql: "SELECT 1".into(),
+            params: quietsqlite_core::Params::None,
+            format: quietsqlite_core::ReadFormat::Json,
+        }),
+        Err(Error::Closed(_))
+    ));
+}
+
+#[test]
+fn execute_may_not_leave_a_transaction_open() {
+    let h = open(1);
+    h.exec("CREATE TABLE t(x)");
+    let id = h.send_exec(None, "BEGIN; INSERT INTO t VALUES (1)");
+    assert!(h.wait(id).is_err());
+    h.exec("INSERT INTO t VALUES (2)");
+    assert_eq!(
+        h.writer_json(None, "SELECT group_concat(x) AS v FROM t"),
+        r#"[{"v":"2"}]"#
+    );
+    h.close();
+}
