@@ -1,4 +1,4 @@
-// Point queries by primary key with and without cancellation options (experiment 010).
+// Point queries by primary key with and without cancellation options (experiment 011).
 //   node bench/experiments/cancellation-cost.mjs [mode=none|signal|timeout|both] [seconds=2] [dist=../../dist]
 // `dist` lets an A/B run load another build (e.g. a copy of main's dist/ and native/).
 import { createRequire } from 'node:module';

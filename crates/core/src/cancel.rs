@@ -22,7 +22,7 @@ const DONE: u8 = 4;
 
 /// Virtual-machine instructions between two looks at the cancel flags: a few microseconds of
 /// work, so an interrupt lands quickly, and a point query (a few dozen instructions) almost
-/// never calls the handler (docs/experiments/010-cancellation-cost.md).
+/// never calls the handler (docs/experiments/011-cancellation-cost.md).
 pub const PROGRESS_OPS: i32 = 1000;
 
 /// The cancellation state of one request.

@@ -149,7 +149,7 @@ fn stop_all_lets_close_finish_behind_runaway_statements() {
     assert_eq!(ids, vec![2, 3, 4, 5, 6]);
 }
 
-/// Experiment 010 (docs/experiments/010-cancellation-cost.md), a measurement, not an
+/// Experiment 011 (docs/experiments/011-cancellation-cost.md), a measurement, not an
 /// assertion: point queries on one connection without and with the progress handler that
 /// cancellation installs. Run with
 /// `cargo test --release -p quietsqlite-core --test cancel -- --ignored --nocapture`.
