@@ -345,7 +345,7 @@ export class Database implements Executor, TransactionHost {
         throw err;
       }
     }
-    const tx = new Transaction(this, txId, 0, signal === undefined ? NO_SIGNALS : [signal]);
+    const tx = new Transaction(this, txId, 0, undefined, signal === undefined ? NO_SIGNALS : [signal]);
     let cancel!: (reason: unknown) => void;
     const cancelled = new Promise<never>((_, reject) => (cancel = reject));
     cancelled.catch(() => {});

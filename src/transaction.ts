@@ -105,25 +105,39 @@ export function transactionOptions(options: unknown): { mode: TransactionMode; s
  * matters to anyone, so its rejection is deliberately dropped.
  */
 export function raceBody<R>(run: () => Promise<R> | R, signal: AbortSignal | undefined, cancelled?: Promise<never>): Promise<R> {
-  let body: Promise<R>;
-  try {
-    body = Promise.resolve(run());
-  } catch (err) {
-    return Promise.reject(err);
+  if (signal === undefined && cancelled === undefined) {
+    try {
+      return Promise.resolve(run());
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
-  if (signal === undefined && cancelled === undefined) return body;
-  body.catch(() => {});
+  // The abort racer is in place before the body starts: a body that aborts its own signal
+  // before its first await must lose the race, not commit (and it comes first in the race,
+  // so it wins over a body that settled in the same tick).
   let onAbort: (() => void) | undefined;
-  const racers: Promise<R>[] = [body];
-  if (cancelled !== undefined) racers.push(cancelled);
+  const racers: Promise<R>[] = [];
   if (signal !== undefined) {
     racers.push(
       new Promise<never>((_, reject) => {
+        if (signal.aborted) {
+          reject(signal.reason);
+          return;
+        }
         onAbort = () => reject(signal.reason);
         signal.addEventListener('abort', onAbort, { once: true });
       }),
     );
   }
+  if (cancelled !== undefined) racers.push(cancelled);
+  let body: Promise<R>;
+  try {
+    body = Promise.resolve(run());
+  } catch (err) {
+    body = Promise.reject(err);
+  }
+  body.catch(() => {});
+  racers.push(body);
   return Promise.race(racers).finally(() => {
     if (onAbort !== undefined) signal!.removeEventListener('abort', onAbort);
   });

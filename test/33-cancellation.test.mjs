@@ -358,6 +358,37 @@ test("a nested transaction's signal interrupts the statement running in it", { t
   await db.close();
 });
 
+test('a body that aborts its own signal before its first await rejects with the reason and commits nothing', async () => {
+  const db = await fresh();
+  try {
+    for (const nested of [false, true]) {
+      const ctrl = new AbortController();
+      const reason = new Error(`stop ${nested ? 'nested' : 'outer'}`);
+      const run = (tx) => {
+        // Queued before the abort, in the same tick: the writes must not survive it.
+        const pending = tx.execute('INSERT INTO t(v) VALUES (1)');
+        ctrl.abort(reason);
+        pending.catch(() => {});
+        return 'done';
+      };
+      const outcome = nested
+        ? db.transaction((tx) => tx.transaction(run, { signal: ctrl.signal }).catch((e) => ({ inner: e })))
+        : db.transaction(run, { signal: ctrl.signal });
+      const s = await settled(outcome, 'the transaction');
+      if (nested) {
+        assert.equal(s.state, 'fulfilled');
+        assert.equal(s.value.inner, reason);
+      } else {
+        assert.equal(s.state, 'rejected');
+        assert.equal(s.reason, reason);
+      }
+      assert.equal(await count(db), 0);
+    }
+  } finally {
+    await db.close();
+  }
+});
+
 test('a write inside a transaction aborted by its own signal: SQLite rolls the transaction back, so nothing more runs in it and nothing commits', {
   timeout: 10_000,
 }, async () => {
