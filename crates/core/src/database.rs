@@ -357,7 +357,7 @@ mod tests {
     }
 
     fn job(id: RequestId, tx: Option<u32>, kind: WriteKind) -> WriteJob {
-        WriteJob { id, tx, kind }
+        WriteJob { id, tx, kind, cancellable: false }
     }
 
     fn exec(sql: &str) -> WriteKind {

@@ -87,9 +87,6 @@ pub(crate) struct Writer {
     readers: Sender<ReaderMsg>,
     reader_count: usize,
     held_by: Option<TxId>,
-    /// SQLite itself rolled back the transaction holding the writer (a statement in it was
-    /// interrupted): nothing more may run in it, and its COMMIT must fail.
-    lost: bool,
     watch: Arc<Watch>,
     deferred: VecDeque<WriterMsg>,
     schema_version: i64,
@@ -122,7 +119,6 @@ impl Writer {
             readers,
             reader_count,
             held_by: None,
-            lost: false,
             watch,
             deferred: VecDeque::new(),
             schema_version,
@@ -203,7 +199,6 @@ impl Writer {
         let ends_holder = matches!(job.kind, WriteKind::Commit | WriteKind::Rollback) && job.tx == self.held_by;
         if ends_holder && self.held_by.is_some() {
             self.held_by = None;
-            self.lost = false;
             if !self.conn.is_autocommit() {
                 let _ = self.conn.execute_batch("ROLLBACK");
             }
@@ -237,16 +232,16 @@ impl Writer {
             }
             (WriteKind::Rollback, Some(_), Some(_)) => {}
             (_, Some(_), Some(_)) if self.conn.is_autocommit() => {
-                // SQLite ended the transaction itself (ON CONFLICT ROLLBACK, RAISE(ROLLBACK),
-                // some I/O errors): what it wrote is gone, and anything run now would commit
-                // on its own. Refuse until the transaction is ended.
+                // SQLite ended the transaction itself (a write in it was interrupted, ON
+                // CONFLICT ROLLBACK, RAISE(ROLLBACK), some I/O errors): what it wrote is gone,
+                // and anything run now would commit on its own. Refuse until it is ended.
                 if matches!(job.kind, WriteKind::Commit) {
                     self.held_by = None;
                 }
                 return Err(Error::Sqlite {
                     code: rusqlite::ffi::SQLITE_ABORT_ROLLBACK,
                     message: "the transaction was rolled back by SQLite after an earlier error \
-                              (for example ON CONFLICT ROLLBACK); nothing of it was committed"
+                              (an interrupted write, ON CONFLICT ROLLBACK, ...); nothing of it was committed"
                         .into(),
                     sql: None,
                 });
@@ -255,21 +250,6 @@ impl Writer {
                 return Err(Error::Internal("a savepoint outside a transaction".into()))
             }
             _ => {}
-        }
-        if self.lost && job.tx.is_some() {
-            match job.kind {
-                WriteKind::Rollback => {
-                    self.held_by = None;
-                    self.lost = false;
-                    return Ok(Output::Done);
-                }
-                WriteKind::Commit => {
-                    self.held_by = None;
-                    self.lost = false;
-                    return Err(transaction_lost());
-                }
-                _ => return Err(transaction_lost()),
-            }
         }
         let in_tx = self.held_by.is_some();
         let out = match job.kind {
@@ -338,10 +318,6 @@ impl Writer {
                 Ok(Output::Done)
             }
         };
-        if in_tx && out.is_err() && self.held_by.is_some() && self.conn.is_autocommit() {
-            // An interrupted write inside a transaction makes SQLite roll back all of it.
-            self.lost = true;
-        }
         if self.held_by.is_none() {
             self.idle_checkpoint(CHECKPOINT_BUSY_PAGES);
         }
@@ -383,12 +359,3 @@ impl Writer {
     }
 }
 
-fn transaction_lost() -> Error {
-    Error::Sqlite {
-        code: rusqlite::ffi::SQLITE_ABORT_ROLLBACK,
-        message: "the transaction was rolled back by SQLite when a statement in it was interrupted; \
-                  nothing of it was committed"
-            .into(),
-        sql: None,
-    }
-}

@@ -160,6 +160,7 @@ fn close_completes_after_queued_work() {
             sql: "SELECT 1".into(),
             params: quietsqlite_core::Params::None,
             format: quietsqlite_core::ReadFormat::Json,
+            cancellable: false,
         }),
         Err(Error::Closed(_))
     ));

@@ -134,7 +134,7 @@ impl Harness {
 
     pub fn send_write(&self, tx: Option<TxId>, kind: WriteKind) -> RequestId {
         let id = self.id();
-        self.db().write(WriteJob { id, tx, kind }).expect("queued");
+        self.db().write(WriteJob { id, tx, kind, cancellable: false }).expect("queued");
         id
     }
 
@@ -172,6 +172,7 @@ impl Harness {
                 sql: sql.into(),
                 params: Params::None,
                 format: ReadFormat::Json,
+                cancellable: false,
             })
             .expect("queued");
         id
