@@ -6,7 +6,7 @@
 // one seeded database, then for each case asks the peers for samples in interleaved rounds
 // (A B C D, D C B A, ...). Nothing runs in the coordinator while a worker is sampling, apart
 // from waiting for its answer.
-import { copyFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -251,6 +251,8 @@ async function main() {
       totalMemGB: Math.round(os.totalmem() / 2 ** 30),
       os: `${os.type()} ${os.release()} ${os.arch()}`,
       readers: opts.readers ?? null,
+      // The size of the addon under test: SQLite's compile options move it (issue 13).
+      addonBytes: addonSize(),
     },
     peers,
     cases: [],
@@ -289,3 +291,9 @@ main().catch((err) => {
   console.error(err.stack || err);
   process.exit(1);
 });
+
+/** Bytes of the quietsqlite addon the benchmark loads (native/quietsqlite.node), or null. */
+function addonSize() {
+  const file = join(dirname(fileURLToPath(import.meta.url)), '..', 'native', 'quietsqlite.node');
+  return existsSync(file) ? statSync(file).size : null;
+}

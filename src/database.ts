@@ -20,6 +20,7 @@ import { Kind, Requests, type ExecuteResult, type Stop } from './requests';
 import type { IntMode, Row } from './rows';
 import {
   currentTransaction,
+  NO_SIGNALS,
   raceBody,
   runInContext,
   Transaction,
@@ -68,7 +69,6 @@ export interface CloseOptions {
   force?: boolean;
 }
 
-const NO_SIGNALS: readonly AbortSignal[] = Object.freeze([]);
 
 /** What can cancel a call: its own signal and timeout, and the signals of the transactions
  * it runs in; undefined when nothing can (the common case costs nothing more). */

@@ -56,7 +56,8 @@ type Context = ReadonlyMap<TransactionHost, Transaction>;
 
 let storage: AsyncLocalStorage<Context> | undefined;
 
-const NO_SIGNALS: readonly AbortSignal[] = [];
+/** No enclosing signals (shared, frozen). */
+export const NO_SIGNALS: readonly AbortSignal[] = Object.freeze([]);
 
 /** Created on first use: AsyncLocalStorage has a cost on every promise in Node 20, so
  * applications that never open a transaction do not pay it. */

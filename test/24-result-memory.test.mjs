@@ -195,3 +195,29 @@ out({ ok, length: t.length, u: row.u });`,
   );
   assert.deepEqual(r, { ok: true, length: count + 1, u: 'after' });
 });
+
+// Node 20 cannot make a Buffer over 4 GiB (buffer.constants.MAX_LENGTH is 2^32 there; 2^53 - 1
+// from Node 22). Creating one failed inside Node, which had already freed the result, and the
+// binding freed it a second time: the process died. Now that request rejects, the others of
+// the same delivery settle, and the database stays usable.
+const overLimit = constants.MAX_LENGTH <= 2 ** 32 ? false : 'Node.js Buffers here reach 2^53 - 1 bytes: no result can exceed them';
+test('a result larger than the largest Buffer rejects with a RangeError; other requests settle', { skip: overLimit }, () => {
+  const r = child(
+    `const db = await Database.open(':memory:', { readers: 1 });
+const other = db.select('SELECT 42 AS x');
+let outcome;
+try {
+  const rows = await db.select('SELECT zeroblob(900000000) AS b FROM (VALUES (1),(2),(3),(4),(5))');
+  outcome = 'resolved with ' + rows.length + ' rows';
+} catch (e) {
+  outcome = e.name + ': ' + e.message;
+}
+const x = (await other)[0].x;
+const after = (await db.selectOne('SELECT 7 AS y')).y;
+await db.close();
+out({ outcome, x, after });`,
+  );
+  assert.match(r.outcome, /^RangeError: the result is too large/);
+  assert.equal(r.x, 42);
+  assert.equal(r.after, 7);
+});

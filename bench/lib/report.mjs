@@ -51,7 +51,8 @@ export function renderMarkdown(results) {
   out.push(`${results.date} · ${results.mode} run · ${formatDuration(results.durationMs)} · seed ${results.seed}`);
   out.push('');
   const e = results.env ?? {};
-  out.push(`Machine: ${e.cpus} x ${e.cpuModel}, ${e.totalMemGB} GB RAM, ${e.os}. Coordinator ${e.node}.`);
+  const addon = e.addonBytes == null ? '' : ` quietsqlite addon: ${(e.addonBytes / 1e6).toFixed(2)} MB (native/quietsqlite.node, unstripped).`;
+  out.push(`Machine: ${e.cpus} x ${e.cpuModel}, ${e.totalMemGB} GB RAM, ${e.os}. Coordinator ${e.node}.${addon}`);
   out.push('');
   out.push(mdTable([
     ['peer', 'version', 'SQLite', 'Node', 'pragmas', 'status'],

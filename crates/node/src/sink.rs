@@ -183,9 +183,23 @@ unsafe fn deliver(env: sys::napi_env, callback: sys::napi_value, context: *mut c
                 completion_to_js(env, array, at, failed)
             }
         };
-        // A conversion failure (out of memory) leaves a pending exception that Node reports.
         if converted.is_err() {
-            return;
+            // Node could not create this result's value (larger than its largest Buffer, as
+            // on Node 20 past 4 GiB, or out of memory): that request rejects with a clear
+            // error and the rest of the batch is still delivered.
+            let mut exception = ptr::null_mut();
+            sys::napi_get_and_clear_last_exception(env, &mut exception);
+            let failed = Completion {
+                id,
+                result: Err(quietsqlite_core::Error::Range(
+                    "the result is too large for Node.js to hold in one Buffer (see buffer.constants.MAX_LENGTH) \
+                     or memory ran out: select fewer rows or columns"
+                        .into(),
+                )),
+            };
+            if completion_to_js(env, array, at, failed).is_err() {
+                return;
+            }
         }
     }
     let mut undefined = ptr::null_mut();

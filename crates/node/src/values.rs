@@ -286,14 +286,17 @@ unsafe fn buffer(env: sys::napi_env, bytes: Vec<u8>) -> NapiResult<sys::napi_val
     let len = boxed.len();
     let hint = Box::into_raw(boxed);
     // SAFETY: `data` stays valid until free_vec runs (the Vec's heap block does not move
-    // when the Box moves). On failure Node did not take the finalizer: the Box is taken
-    // back here exactly once, and a copy is tried where external buffers are refused.
+    // when the Box moves). Only `napi_no_external_buffers_allowed` is returned before Node
+    // takes the finalizer (Electron's sandbox): then the Box is taken back here, once, and
+    // copied. On any other failure Node may already have run the finalizer (a length over
+    // the largest Buffer makes Node free the data before it throws), so the Box is never
+    // touched again: at worst it leaks, it is never freed twice.
     let status = sys::napi_create_external_buffer(env, len, data, Some(free_vec), hint as *mut c_void, &mut out);
     if status == sys::Status::napi_ok {
         return Ok(out);
     }
-    let bytes = Box::from_raw(hint);
     if status == sys::Status::napi_no_external_buffers_allowed {
+        let bytes = Box::from_raw(hint);
         let mut copy_data = ptr::null_mut();
         ok(sys::napi_create_buffer_copy(env, len, bytes.as_ptr() as *const c_void, &mut copy_data, &mut out))?;
         return Ok(out);
