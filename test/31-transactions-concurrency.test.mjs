@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SqliteError } from '../dist/index.mjs';
-import { deferred, exitIfStuck, isPending, scratch, settleWithin, sleep, values } from './fixtures/tx-helpers.mjs';
+import { deferred, exitIfStuck, isPending, scratch, settleWithin, sleep, values, within } from './fixtures/tx-helpers.mjs';
 
 const tmp = scratch('tx31');
 exitIfStuck();
@@ -14,14 +14,6 @@ async function fresh() {
   const db = await tmp.open();
   await db.execute('CREATE TABLE t(v)');
   return db;
-}
-
-/** Fails (instead of hanging the test) when `promise` does not settle within `ms`. */
-async function within(promise, what, ms = 2000) {
-  const s = await settleWithin(promise, ms);
-  assert.notEqual(s.state, 'pending', `${what} did not settle within ${ms} ms (deadlock?)`);
-  if (s.state === 'rejected') throw s.reason;
-  return s.value;
 }
 
 const ENDED = 'ERR_QUIETSQLITE_TRANSACTION_ENDED';

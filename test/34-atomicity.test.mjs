@@ -4,7 +4,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { deferred, exitIfStuck, scratch, settleWithin, sleep, values } from './fixtures/tx-helpers.mjs';
+import { deferred, exitIfStuck, scratch, sleep, values, within } from './fixtures/tx-helpers.mjs';
 
 const tmp = scratch('tx34');
 exitIfStuck();
@@ -15,14 +15,6 @@ async function fresh() {
   const db = await tmp.open();
   await db.execute('CREATE TABLE t(v)');
   return db;
-}
-
-/** Fails (instead of hanging the test) when `promise` does not settle within `ms`. */
-async function within(promise, what, ms = 2000) {
-  const s = await settleWithin(promise, ms);
-  assert.notEqual(s.state, 'pending', `${what} did not settle within ${ms} ms`);
-  if (s.state === 'rejected') throw s.reason;
-  return s.value;
 }
 
 // ---- calls left behind by a body ----
