@@ -179,3 +179,53 @@ test("litestream with checkpoints: 'external' (Litestream runs every checkpoint)
   await stop(ls.p);
   rmSync(env.dir, { recursive: true, force: true });
 });
+
+test('live queries on a read-only follower (litestream restore -f) see the primary\'s later commits', { skip }, async (t) => {
+  const env = setup();
+  const ls = startLitestream(env.config);
+  const followed = join(env.dir, 'follower.db');
+  let follower;
+  let replica;
+  try {
+    const w1 = startWriter(env.db, 400, 'auto');
+    assert.equal((await w1.exit).code, 0, w1.err);
+    await waitForReplica(env, w1.last, performance.now());
+    follower = spawn(litestream.path, ['restore', '-f', '-follow-interval', '100ms', '-o', followed, `file://${env.replica}`],
+      { stdio: ['ignore', 'ignore', 'pipe'] });
+    let flog = '';
+    follower.stderr.on('data', (d) => { flog = (flog + d).slice(-4000); });
+    for (let i = 0; ; i++) {
+      // The follower writes the first restore to the path, then applies new transactions in place.
+      try { replica = await Database.open(followed, { readonly: true, readers: 1 }); break; } catch (e) {
+        if (i > 100) throw new Error(`the follower made no database: ${flog}`, { cause: e });
+        await sleep(50);
+      }
+    }
+    const live = replica.stream('SELECT count(*) AS n, coalesce(sum(seq), 0) AS s FROM log');
+    const seen = [];
+    let want = w1.last;
+    let reached;
+    const check = () => { if (seen.at(-1)?.n === want) reached?.(); };
+    live.subscribe(([row]) => { seen.push(row); check(); });
+    const until = async (n, what) => {
+      want = n;
+      const got = new Promise((r) => { reached = r; });
+      check();
+      await Promise.race([got, sleep(10_000).then(() => assert.fail(`${what}: the live query saw ${JSON.stringify(seen.slice(-5))}\n${flog}`))]);
+    };
+    await until(w1.last, 'the first restore');
+    const w2 = startWriter(env.db, 400, 'auto');
+    assert.equal((await w2.exit).code, 0, w2.err);
+    const t0 = performance.now();
+    await until(w2.last, 'the primary\'s later commits');
+    // Whole transactions only: every count it showed came with its matching sum.
+    for (const { n, s } of seen) assert.equal(s, (n * (n + 1)) / 2);
+    t.diagnostic(`follower live query: ${seen.length} emissions, reached transaction ${w2.last} ${(performance.now() - t0).toFixed(0)} ms after the primary's last commit`);
+    live.end();
+  } finally {
+    await replica?.close();
+    if (follower) await stop(follower);
+    await stop(ls.p);
+    rmSync(env.dir, { recursive: true, force: true });
+  }
+});
