@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +19,13 @@ const litestream = findLitestream();
 const skip = litestream.path ? false : `skipped: ${litestream.reason}`;
 const writerScript = fileURLToPath(new URL('./writer.mjs', import.meta.url));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** `promise`, or a failure with `why()` after `ms` (the timer does not outlive it). */
+async function within(promise, ms, why) {
+  let timer;
+  const late = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(why())), ms); });
+  try { return await Promise.race([promise, late]); } finally { clearTimeout(timer); }
+}
 
 function setup() {
   const dir = mkdtempSync(join(tmpdir(), 'quietsqlite-repl-'));
@@ -158,7 +165,7 @@ test('litestream replicates a database under write load; restores are whole', { 
     const sawMore = new Promise((resolve) => live.subscribe(([{ n }]) => { seen.push(n); if (n > last) resolve(); }));
     const other = startWriter(restored, 300, 'auto');
     assert.equal((await other.exit).code, 0, other.err);
-    await Promise.race([sawMore, sleep(5000).then(() => assert.fail(`the live query saw only ${seen}`))]);
+    await within(sawMore, 5000, () => `the live query saw only ${seen}`);
     assert.equal(seen[0], last);
     live.end();
     await replica.close();
@@ -194,16 +201,23 @@ test('live queries on a read-only follower (litestream restore -f) see the prima
       { stdio: ['ignore', 'ignore', 'pipe'] });
     let flog = '';
     follower.stderr.on('data', (d) => { flog = (flog + d).slice(-4000); });
+    // The first restore is a WAL-mode file, and a WAL-mode reader holds a shared lock for
+    // as long as it is open, which the follower's exclusive lock waits for: it would apply
+    // nothing more. Once the follower has applied a transaction, the file is in rollback
+    // mode (its header's read/write versions are 1), and readers lock only while reading.
+    const w2 = startWriter(env.db, 200, 'auto');
+    assert.equal((await w2.exit).code, 0, w2.err);
     for (let i = 0; ; i++) {
-      // The follower writes the first restore to the path, then applies new transactions in place.
-      try { replica = await Database.open(followed, { readonly: true, readers: 1 }); break; } catch (e) {
-        if (i > 100) throw new Error(`the follower made no database: ${flog}`, { cause: e });
-        await sleep(50);
-      }
+      let header;
+      try { header = readFileSync(followed).subarray(18, 20); } catch { header = Buffer.alloc(2); }
+      if (header[0] === 1 && header[1] === 1) break;
+      if (i > 200) throw new Error(`the follower applied nothing: ${flog}`);
+      await sleep(50);
     }
+    replica = await Database.open(followed, { readonly: true, readers: 1 });
     const live = replica.stream('SELECT count(*) AS n, coalesce(sum(seq), 0) AS s FROM log');
     const seen = [];
-    let want = w1.last;
+    let want = -1;
     let reached;
     const check = () => { if (seen.at(-1)?.n === want) reached?.(); };
     live.subscribe(([row]) => { seen.push(row); check(); });
@@ -211,16 +225,16 @@ test('live queries on a read-only follower (litestream restore -f) see the prima
       want = n;
       const got = new Promise((r) => { reached = r; });
       check();
-      await Promise.race([got, sleep(10_000).then(() => assert.fail(`${what}: the live query saw ${JSON.stringify(seen.slice(-5))}\n${flog}`))]);
+      await within(got, 10_000, () => `${what}: the live query saw ${JSON.stringify(seen.slice(-5))}\n${flog}`);
     };
-    await until(w1.last, 'the first restore');
-    const w2 = startWriter(env.db, 400, 'auto');
-    assert.equal((await w2.exit).code, 0, w2.err);
+    await until(w2.last, 'the follower\'s copy');
+    const w3 = startWriter(env.db, 400, 'auto');
+    assert.equal((await w3.exit).code, 0, w3.err);
     const t0 = performance.now();
-    await until(w2.last, 'the primary\'s later commits');
+    await until(w3.last, 'the primary\'s later commits');
     // Whole transactions only: every count it showed came with its matching sum.
     for (const { n, s } of seen) assert.equal(s, (n * (n + 1)) / 2);
-    t.diagnostic(`follower live query: ${seen.length} emissions, reached transaction ${w2.last} ${(performance.now() - t0).toFixed(0)} ms after the primary's last commit`);
+    t.diagnostic(`follower live query: ${seen.length} emissions, reached transaction ${w3.last} ${(performance.now() - t0).toFixed(0)} ms after the primary's last commit`);
     live.end();
   } finally {
     await replica?.close();
