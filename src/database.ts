@@ -124,7 +124,7 @@ export class Database implements Executor, TransactionHost {
       try {
         native = new binding.NativeDatabase(
           path,
-          { readers: o.readers, readonly: o.readonly, busyTimeout: o.busyTimeout, pragmas: o.pragmas },
+          { readers: o.readers, readonly: o.readonly, busyTimeout: o.busyTimeout, pragmas: o.pragmas, externalCheckpoints: o.externalCheckpoints },
           requests.onComplete,
           id,
         );

@@ -19,6 +19,9 @@ export interface OpenOptions {
   busyTimeout?: number;
   /** Default `timeoutMs` of every query; default none. `0`, `null` or `Infinity`: none. */
   timeoutMs?: number | null;
+  /** 'auto' (default): the writer checkpoints the WAL when idle; 'external': it never does,
+   * another process does (a replicator such as Litestream). See docs/guides/replication.md. */
+  checkpoints?: 'auto' | 'external';
 }
 
 /** Cancellation options every query method takes. */
@@ -82,6 +85,7 @@ export interface ResolvedOpenOptions {
   busyTimeout: number;
   pragmas: string[][];
   timeoutMs: number;
+  externalCheckpoints: boolean;
 }
 
 function renderPragmaValue(name: string, v: unknown): string {
@@ -98,7 +102,7 @@ function renderPragmaValue(name: string, v: unknown): string {
 export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
   if (options === undefined) options = {};
   if (!isPlainObject(options)) throw new TypeError('options must be a plain object');
-  checkKeys('open', options, ['readers', 'readonly', 'intMode', 'pragmas', 'busyTimeout', 'timeoutMs']);
+  checkKeys('open', options, ['readers', 'readonly', 'intMode', 'pragmas', 'busyTimeout', 'timeoutMs', 'checkpoints']);
   const o = options as OpenOptions;
   const readers = o.readers ?? defaultReaders();
   if (!Number.isInteger(readers) || readers < 1 || readers > 64) {
@@ -124,7 +128,12 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
     }
   }
   const timeoutMs = o.timeoutMs === undefined ? 0 : checkTimeout(o.timeoutMs);
-  return { readers, readonly: o.readonly ?? false, intMode, busyTimeout, pragmas, timeoutMs };
+  const checkpoints = o.checkpoints ?? 'auto';
+  if (checkpoints !== 'auto' && checkpoints !== 'external') {
+    throw new TypeError("checkpoints must be 'auto' or 'external'");
+  }
+  const externalCheckpoints = checkpoints === 'external';
+  return { readers, readonly: o.readonly ?? false, intMode, busyTimeout, pragmas, timeoutMs, externalCheckpoints };
 }
 
 /** A `timeoutMs` value as milliseconds, 0 for none. */

@@ -73,4 +73,6 @@ export interface NativeOpenOptions {
   busyTimeout: number
   /** `[name, value]` pairs, values already rendered as SQL. */
   pragmas: Array<Array<string>>
+  /** `checkpoints: 'external'`: the writer never checkpoints. */
+  externalCheckpoints?: boolean
 }

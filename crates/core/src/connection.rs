@@ -17,6 +17,8 @@ pub struct OpenOptions {
     pub pragmas: Vec<(String, String)>,
     /// Prepared statements kept per connection.
     pub statement_cache: usize,
+    /// The writer never checkpoints: another process (a replicator such as Litestream) does.
+    pub external_checkpoints: bool,
 }
 
 impl OpenOptions {
@@ -28,6 +30,7 @@ impl OpenOptions {
             busy_timeout_ms: 5000,
             pragmas: Vec::new(),
             statement_cache: 128,
+            external_checkpoints: false,
         }
     }
 }

@@ -111,6 +111,7 @@ impl Database {
                         thread_readers,
                         opts.readers,
                         thread_cancellation,
+                        opts.external_checkpoints,
                     ),
                     Err(e) => Err(e),
                 };

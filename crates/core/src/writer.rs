@@ -92,6 +92,8 @@ pub(crate) struct Writer {
     schema_version: i64,
     /// The writer's `PRAGMA data_version`: it moves only when another connection commits.
     data_version: Option<i64>,
+    /// Checkpoints are left to another process (OpenOptions::external_checkpoints).
+    external_checkpoints: bool,
 }
 
 impl Writer {
@@ -104,6 +106,7 @@ impl Writer {
         readers: Sender<ReaderMsg>,
         reader_count: usize,
         cancellation: Arc<Cancellation>,
+        external_checkpoints: bool,
     ) -> Result<Self> {
         let watch = Watch::install(&mut conn, cancellation)?;
         let tracker = ChangeTracker::install(&conn, tracking);
@@ -123,6 +126,7 @@ impl Writer {
             deferred: VecDeque::new(),
             schema_version,
             data_version: Some(data_version),
+            external_checkpoints,
         })
     }
 
@@ -152,7 +156,9 @@ impl Writer {
                     if !self.conn.is_autocommit() {
                         let _ = self.conn.execute_batch("ROLLBACK");
                     }
-                    let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)");
+                    if !self.external_checkpoints {
+                        let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)");
+                    }
                     for _ in 0..self.reader_count {
                         let _ = self.readers.send(ReaderMsg::Stop(countdown.clone()));
                     }
@@ -210,7 +216,7 @@ impl Writer {
     }
 
     fn idle_checkpoint(&mut self, threshold: i32) {
-        if self.tracker.wal_pages() < threshold || !self.conn.is_autocommit() {
+        if self.external_checkpoints || self.tracker.wal_pages() < threshold || !self.conn.is_autocommit() {
             return;
         }
         // PASSIVE never waits for readers; what it cannot copy now it copies next time.

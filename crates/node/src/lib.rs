@@ -102,6 +102,8 @@ pub struct NativeOpenOptions {
     pub busy_timeout: u32,
     /// `[name, value]` pairs, values already rendered as SQL.
     pub pragmas: Vec<Vec<String>>,
+    /// `checkpoints: 'external'`: the writer never checkpoints.
+    pub external_checkpoints: Option<bool>,
 }
 
 #[napi]
@@ -142,6 +144,7 @@ impl NativeDatabase {
             opts.readers = options.readers as usize;
             opts.readonly = options.readonly;
             opts.busy_timeout_ms = options.busy_timeout;
+            opts.external_checkpoints = options.external_checkpoints.unwrap_or(false);
             opts.pragmas = options
                 .pragmas
                 .into_iter()
