@@ -15,14 +15,13 @@ const start = ((await db.selectOne('SELECT n FROM totals')).n ?? 0) + 1;
 const until = Date.now() + Number(durationMs);
 const payload = Buffer.alloc(3000, 7);
 for (let i = start; Date.now() < until; i++) {
-  if (i === 40) {
-    // Schema changes reach the replica like any other page.
-    await db.transaction(async (tx) => {
+  await db.transaction(async (tx) => {
+    if (i === 40) {
+      // Schema changes reach the replica like any other page. In transaction 40 itself, so
+      // a restore has the new column exactly when it has transaction 40.
       await tx.execute('ALTER TABLE log ADD COLUMN note TEXT');
       await tx.execute('CREATE INDEX log_note ON log (note)');
-    });
-  }
-  await db.transaction(async (tx) => {
+    }
     await tx.execute(i >= 40 ? 'INSERT INTO log (seq, payload, note) VALUES (?, ?, ?)' : 'INSERT INTO log (seq, payload) VALUES (?, ?)',
       i >= 40 ? [i, payload, `n${i % 97}`] : [i, payload]);
     await tx.execute('UPDATE totals SET n = n + 1, sum = sum + ?', [i]);
