@@ -19,6 +19,38 @@ export interface OpenOptions {
   busyTimeout?: number;
   /** Default `timeoutMs` of every query; default none. `0`, `null` or `Infinity`: none. */
   timeoutMs?: number | null;
+  /** Encrypts the database (SQLite3 Multiple Ciphers): a passphrase, or a Buffer of raw key
+   * bytes (32 bytes; ciphers 'chacha20', 'sqlcipher' and 'ascon128'). Applied to every
+   * connection; a wrong or missing key rejects open with SQLITE_NOTADB. */
+  encryptionKey?: string | Buffer;
+  /** The cipher of an encrypted database; default 'chacha20'. Needs `encryptionKey`. */
+  cipher?: Cipher;
+}
+
+/** The ciphers of SQLite3 Multiple Ciphers quietsqlite offers. */
+export type Cipher = 'chacha20' | 'sqlcipher' | 'aes256cbc' | 'aes128cbc' | 'ascon128';
+
+const CIPHERS: readonly Cipher[] = ['chacha20', 'sqlcipher', 'aes256cbc', 'aes128cbc', 'ascon128'];
+
+/** An encryption key as the native layer takes it: the bytes, and whether they are a raw key. */
+export interface KeyBytes {
+  bytes: Buffer;
+  raw: boolean;
+  /** The bytes are a copy made here (of a string), to be wiped after the native call. */
+  owned: boolean;
+}
+
+/** Checks a key given to open() or rekey() (`what` names it in messages, which never show it). */
+export function checkKey(what: string, key: unknown): KeyBytes {
+  if (typeof key === 'string') {
+    if (key.length === 0) throw new RangeError(`${what} may not be empty`);
+    return { bytes: Buffer.from(key, 'utf8'), raw: false, owned: true };
+  }
+  if (Buffer.isBuffer(key)) {
+    if (key.length === 0) throw new RangeError(`${what} may not be empty`);
+    return { bytes: key, raw: true, owned: false };
+  }
+  throw new TypeError(`${what} must be a string (a passphrase) or a Buffer (raw key bytes)`);
 }
 
 /** Cancellation options every query method takes. */
@@ -82,6 +114,9 @@ export interface ResolvedOpenOptions {
   busyTimeout: number;
   pragmas: string[][];
   timeoutMs: number;
+  /** Undefined when the database is not encrypted. */
+  encryption: KeyBytes | undefined;
+  cipher: Cipher;
 }
 
 function renderPragmaValue(name: string, v: unknown): string {
@@ -98,7 +133,16 @@ function renderPragmaValue(name: string, v: unknown): string {
 export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
   if (options === undefined) options = {};
   if (!isPlainObject(options)) throw new TypeError('options must be a plain object');
-  checkKeys('open', options, ['readers', 'readonly', 'intMode', 'pragmas', 'busyTimeout', 'timeoutMs']);
+  checkKeys('open', options, [
+    'readers',
+    'readonly',
+    'intMode',
+    'pragmas',
+    'busyTimeout',
+    'timeoutMs',
+    'encryptionKey',
+    'cipher',
+  ]);
   const o = options as OpenOptions;
   const readers = o.readers ?? defaultReaders();
   if (!Number.isInteger(readers) || readers < 1 || readers > 64) {
@@ -124,7 +168,13 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
     }
   }
   const timeoutMs = o.timeoutMs === undefined ? 0 : checkTimeout(o.timeoutMs);
-  return { readers, readonly: o.readonly ?? false, intMode, busyTimeout, pragmas, timeoutMs };
+  const encryption = o.encryptionKey === undefined ? undefined : checkKey('encryptionKey', o.encryptionKey);
+  const cipher = o.cipher ?? 'chacha20';
+  if (!CIPHERS.includes(cipher)) throw new TypeError(`cipher must be one of ${CIPHERS.map((c) => `'${c}'`).join(', ')}`);
+  if (o.cipher !== undefined && encryption === undefined) {
+    throw new TypeError("the 'cipher' option needs 'encryptionKey' (the database is encrypted only with a key)");
+  }
+  return { readers, readonly: o.readonly ?? false, intMode, busyTimeout, pragmas, timeoutMs, encryption, cipher };
 }
 
 /** A `timeoutMs` value as milliseconds, 0 for none. */

@@ -111,6 +111,7 @@ impl Database {
                         thread_readers,
                         opts.readers,
                         thread_cancellation,
+                        (loc.clone(), opts.clone()),
                     ),
                     Err(e) => Err(e),
                 };
