@@ -2,7 +2,8 @@
 // the key kept out of every message.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { createCipheriv, createDecipheriv, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Database, SqliteError, rejectsAsync, assertSqliteError, tempDir } from './fixtures/helpers.mjs';
 
@@ -255,6 +256,90 @@ test('open options are checked', async (t) => {
   await ro.close();
   await db.close();
   seen(await rejectsAsync(() => db.rekey('x'), Error));
+});
+
+// SQLCipher 4's file format with its defaults, written here from its published description
+// (not by SQLCipher itself, which needs OpenSSL; see docs/decisions.md): 4096-byte pages,
+// a 16-byte random salt at the start of the file, AES-256-CBC over each page with a random
+// 16-byte IV, HMAC-SHA512 over the ciphertext, IV and page number (little-endian), keys by
+// PBKDF2-HMAC-SHA512 (256,000 iterations; the HMAC key: 2 iterations over the key with the
+// salt XOR 0x3a), 80 reserved bytes per page (IV and HMAC).
+const SQLCIPHER4 = { pageSize: 4096, reserve: 80, iterations: 256000 };
+
+function sqlcipherKeys(passphrase, salt) {
+  const key = pbkdf2Sync(passphrase, salt, SQLCIPHER4.iterations, 32, 'sha512');
+  const hmacSalt = Buffer.from(salt.map((b) => b ^ 0x3a));
+  return { key, hmacKey: pbkdf2Sync(key, hmacSalt, 2, 32, 'sha512') };
+}
+
+function pageHmac(hmacKey, page, pgno, offset) {
+  const { pageSize, reserve } = SQLCIPHER4;
+  const pg = Buffer.alloc(4);
+  pg.writeUInt32LE(pgno);
+  return createHmac('sha512', hmacKey).update(page.subarray(offset, pageSize - reserve + 16)).update(pg).digest();
+}
+
+function sqlcipherDecrypt(file, passphrase) {
+  const { pageSize, reserve } = SQLCIPHER4;
+  assert.equal(file.length % pageSize, 0);
+  const salt = file.subarray(0, 16);
+  const { key, hmacKey } = sqlcipherKeys(passphrase, salt);
+  const out = Buffer.alloc(file.length);
+  for (let pgno = 1; pgno * pageSize <= file.length; pgno++) {
+    const page = file.subarray((pgno - 1) * pageSize, pgno * pageSize);
+    const offset = pgno === 1 ? 16 : 0;
+    const iv = page.subarray(pageSize - reserve, pageSize - reserve + 16);
+    const mac = page.subarray(pageSize - reserve + 16, pageSize - reserve + 80);
+    assert.deepStrictEqual(pageHmac(hmacKey, page, pgno, offset), Buffer.from(mac), `page ${pgno}: HMAC`);
+    const d = createDecipheriv('aes-256-cbc', key, iv).setAutoPadding(false);
+    const plain = Buffer.concat([d.update(page.subarray(offset, pageSize - reserve)), d.final()]);
+    const target = out.subarray((pgno - 1) * pageSize, pgno * pageSize);
+    if (pgno === 1) target.write('SQLite format 3\0', 0, 'latin1');
+    plain.copy(target, offset);
+  }
+  return out;
+}
+
+function sqlcipherEncrypt(plain, passphrase) {
+  const { pageSize, reserve } = SQLCIPHER4;
+  const salt = randomBytes(16);
+  const { key, hmacKey } = sqlcipherKeys(passphrase, salt);
+  const out = Buffer.alloc(plain.length);
+  for (let pgno = 1; pgno * pageSize <= plain.length; pgno++) {
+    const src = plain.subarray((pgno - 1) * pageSize, pgno * pageSize);
+    const page = out.subarray((pgno - 1) * pageSize, pgno * pageSize);
+    const offset = pgno === 1 ? 16 : 0;
+    if (pgno === 1) salt.copy(page, 0);
+    const iv = randomBytes(16);
+    const c = createCipheriv('aes-256-cbc', key, iv).setAutoPadding(false);
+    Buffer.concat([c.update(src.subarray(offset, pageSize - reserve)), c.final()]).copy(page, offset);
+    iv.copy(page, pageSize - reserve);
+    pageHmac(hmacKey, page, pgno, offset).copy(page, pageSize - reserve + 16);
+  }
+  return out;
+}
+
+test("cipher 'sqlcipher' writes and reads SQLCipher 4's default format", async (t) => {
+  const dir = await tempDir(t);
+  const path = join(dir, 'ours.db');
+  const db = await Database.open(path, { encryptionKey: KEY, cipher: 'sqlcipher', readers: 1 });
+  await fill(db);
+  await db.execute('PRAGMA wal_checkpoint(TRUNCATE)');
+  await db.close();
+  // What we wrote decrypts by the format's rules (HMAC of every page checked).
+  const plain = sqlcipherDecrypt(readFileSync(path), KEY);
+  assert.equal(plain[20], SQLCIPHER4.reserve, 'reserved bytes per page');
+  assert.equal(plain.readUInt16BE(16), SQLCIPHER4.pageSize);
+  assert.ok(plain.indexOf(`${SECRET}-199`) > 0);
+
+  // A file written by the format's rules (fresh salt and IVs, another passphrase) opens.
+  const theirs = join(dir, 'theirs.db');
+  writeFileSync(theirs, sqlcipherEncrypt(plain, 'their passphrase'));
+  const other = await Database.open(theirs, { encryptionKey: 'their passphrase', cipher: 'sqlcipher', readers: 2 });
+  t.after(() => other.close());
+  assert.deepStrictEqual(await other.selectOne('SELECT count(*) AS n, max(id) AS m FROM t'), { n: 200, m: 200 });
+  assert.deepStrictEqual((await other.execute('PRAGMA integrity_check')).rows, [{ integrity_check: 'ok' }]);
+  await rejectsKey(theirs, { encryptionKey: KEY, cipher: 'sqlcipher' });
 });
 
 test('no message seen in this file contains a key', () => {

@@ -316,6 +316,7 @@ impl Drop for Key {
 extern "C" {
     fn sqlite3mc_config(db: *mut rusqlite::ffi::sqlite3, param: *const c_char, value: c_int) -> c_int;
     fn sqlite3mc_cipher_index(name: *const c_char) -> c_int;
+    fn sqlite3mc_config_cipher(db: *mut rusqlite::ffi::sqlite3, cipher: *const c_char, param: *const c_char, value: c_int) -> c_int;
     fn sqlite3_key_v2(db: *mut rusqlite::ffi::sqlite3, schema: *const c_char, key: *const c_void, n: c_int) -> c_int;
     fn sqlite3_rekey_v2(db: *mut rusqlite::ffi::sqlite3, schema: *const c_char, key: *const c_void, n: c_int) -> c_int;
 }
@@ -342,6 +343,15 @@ fn select_cipher(conn: &Connection, cipher: Cipher) -> Result<()> {
     };
     if rc < 0 {
         return Err(Error::Internal(format!("SQLite3 Multiple Ciphers has no cipher '{}'", cipher.mc_name().to_string_lossy())));
+    }
+    if cipher == Cipher::SqlCipher {
+        // SQLite3MC's own 'sqlcipher' scheme (legacy 0) keeps bytes 16-23 of page 1 in
+        // plaintext, which SQLCipher cannot read; legacy 4 is SQLCipher 4's format and defaults.
+        // SAFETY: as above.
+        let v = unsafe { sqlite3mc_config_cipher(conn.handle(), c"sqlcipher".as_ptr(), c"legacy".as_ptr(), 4) };
+        if v != 4 {
+            return Err(Error::Internal("could not select SQLCipher 4 compatibility".into()));
+        }
     }
     Ok(())
 }
@@ -514,5 +524,45 @@ mod tests {
                 assert!(sql.is_none());
             }
         }
+    }
+
+    #[test]
+    fn keys_stay_out_of_debug_output_and_key_pragmas_are_refused() {
+        let key = Key::passphrase(Cipher::ChaCha20, b"hunter2-secret").unwrap();
+        let mut opts = OpenOptions::new("x.db");
+        opts.encryption = Some(Arc::new(key));
+        assert!(!format!("{opts:?}").contains("hunter2"));
+        assert!(Key::passphrase(Cipher::ChaCha20, b"").is_err());
+        assert!(Key::raw(Cipher::ChaCha20, &[1; 31]).is_err());
+        assert!(Key::raw(Cipher::Aes256Cbc, &[1; 32]).is_err());
+        let conn = Connection::open_in_memory().unwrap();
+        for name in ["key", "main.rekey", "HEXKEY", "hexrekey"] {
+            let e = apply_pragma(&conn, name, "'hunter2-secret'").unwrap_err();
+            assert!(e.to_string().contains("encryptionKey") && !e.to_string().contains("hunter2"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_wrong_key_is_refused_and_rekey_changes_it() {
+        let dir = std::env::temp_dir().join(format!("quietsqlite-key-{}", unpredictable_name()));
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("k.db");
+        let loc = Location::resolve(&path.to_string_lossy()).unwrap();
+        let mut opts = OpenOptions::new(path.to_string_lossy());
+        opts.encryption = Some(Arc::new(Key::passphrase(Cipher::ChaCha20, b"one").unwrap()));
+        let w = open_writer(&loc, &opts).unwrap();
+        w.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (42)").unwrap();
+        let two = Key::passphrase(Cipher::ChaCha20, b"two").unwrap();
+        rekey(&w, Some(&two), true).unwrap();
+        drop(w);
+        let e = open_reader(&loc, &opts).unwrap_err();
+        assert!(matches!(e, Error::Sqlite { code: rusqlite::ffi::SQLITE_NOTADB, .. }), "{e}");
+        opts.encryption = None;
+        assert!(open_writer(&loc, &opts).is_err());
+        opts.encryption = Some(Arc::new(two));
+        let r = open_reader(&loc, &opts).unwrap();
+        assert_eq!(r.query_row("SELECT x FROM t", [], |row| row.get::<_, i64>(0)).unwrap(), 42);
+        drop(r);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
