@@ -174,7 +174,7 @@ pub fn open_writer(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_EXRESCODE;
     let conn = Connection::open_with_flags(&loc.uri, flags)?;
-    unlock(&conn, opts.encryption.as_deref())?;
+    unlock(&conn, opts.encryption.as_deref(), true)?;
     conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
     {
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
@@ -202,7 +202,8 @@ pub fn open_reader(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_EXRESCODE;
     let conn = Connection::open_with_flags(&loc.reader_uri(), flags)?;
-    unlock(&conn, opts.encryption.as_deref())?;
+    // Without a key, the writer's check covers the file (a read-only database has none).
+    unlock(&conn, opts.encryption.as_deref(), opts.encryption.is_some() || opts.readonly)?;
     conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
     conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;")?;
     finish_open(&conn, opts, true)?;
@@ -357,9 +358,9 @@ fn select_cipher(conn: &Connection, cipher: Cipher) -> Result<()> {
 }
 
 /// Applies the key (if any) to a connection just opened, before anything else runs on it,
-/// then reads the schema: a wrong or missing key fails here, with a message about the key
-/// (never the key itself).
-fn unlock(conn: &Connection, key: Option<&Key>) -> Result<()> {
+/// then (if `check`) reads the schema: a wrong or missing key fails here, with a message
+/// about the key (never the key itself).
+fn unlock(conn: &Connection, key: Option<&Key>, check: bool) -> Result<()> {
     if let Some(key) = key {
         select_cipher(conn, key.cipher)?;
         let secret = key.bytes();
@@ -370,6 +371,9 @@ fn unlock(conn: &Connection, key: Option<&Key>) -> Result<()> {
         if rc != rusqlite::ffi::SQLITE_OK {
             return Err(Error::sqlite(rc, "the encryption key could not be set"));
         }
+    }
+    if !check {
+        return Ok(());
     }
     match conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)) {
         Ok(_) => Ok(()),
