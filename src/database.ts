@@ -4,6 +4,7 @@ import { rmSync } from 'node:fs';
 import { closedError, fromNativeThrow } from './errors';
 import { binding, type NativeDatabase } from './native';
 import {
+  checkKey,
   checkKeys,
   checkParams,
   checkPath,
@@ -12,6 +13,8 @@ import {
   resolveOpenOptions,
   type CallOptions,
   type CallSettings,
+  type Cipher,
+  type KeyBytes,
   type OpenOptions,
   type QueryOptions,
 } from './options';
@@ -93,6 +96,8 @@ export class Database implements Executor, TransactionHost {
   readonly #path: string;
   /** The default `timeoutMs` of every query (0: none). */
   readonly #timeoutMs: number;
+  /** The cipher of the database's encryption (or of a later rekey on a plaintext one). */
+  readonly #cipher: Cipher;
   #closing: Promise<void> | undefined;
   #forceClosing = false;
   #nextTx = 1;
@@ -101,8 +106,9 @@ export class Database implements Executor, TransactionHost {
   /** The transaction holding the writer, with the means to cancel it (forced close). */
   #running: { tx: Transaction; cancel: (reason: unknown) => void; settled: Promise<void> } | undefined;
 
-  private constructor(path: string, native: NativeDatabase, requests: Requests, timeoutMs: number) {
+  private constructor(path: string, native: NativeDatabase, requests: Requests, timeoutMs: number, cipher: Cipher) {
     this.#path = path;
+    this.#cipher = cipher;
     this.#timeoutMs = timeoutMs;
     this.#native = native;
     this.#requests = requests;
@@ -124,12 +130,24 @@ export class Database implements Executor, TransactionHost {
       try {
         native = new binding.NativeDatabase(
           path,
-          { readers: o.readers, readonly: o.readonly, busyTimeout: o.busyTimeout, pragmas: o.pragmas, externalCheckpoints: o.externalCheckpoints },
+          {
+            readers: o.readers,
+            readonly: o.readonly,
+            busyTimeout: o.busyTimeout,
+            pragmas: o.pragmas,
+            externalCheckpoints: o.externalCheckpoints,
+            encryptionKey: o.encryption?.bytes,
+            rawKey: o.encryption?.raw,
+            cipher: o.encryption === undefined ? undefined : o.cipher,
+          },
           requests.onComplete,
           id,
         );
       } catch (err) {
         throw fromNativeThrow(err);
+      } finally {
+        // The native side copied the key; the copy of a passphrase made here goes.
+        if (o.encryption?.owned === true) o.encryption.bytes.fill(0);
       }
       // Until the Database object exists, the requests object itself is what stays pinned.
       requests.attach(native, requests);
@@ -140,7 +158,7 @@ export class Database implements Executor, TransactionHost {
     });
     const temporary = native!.temporaryPath();
     if (temporary != null) removeAtExit(temporary);
-    return new Database(path, native!, requests, o.timeoutMs);
+    return new Database(path, native!, requests, o.timeoutMs, o.cipher);
   }
 
   /** The path the database was opened with. */
@@ -221,6 +239,31 @@ export class Database implements Executor, TransactionHost {
     if (tx !== undefined) return tx.executeBatch(sql, paramSets, options);
     if (this.#closing) return rejected(closedError());
     return this.writerBatch(0, sql, paramSets, options, NO_SIGNALS);
+  }
+
+  /**
+   * Changes the encryption key: a passphrase or a Buffer of raw key bytes encrypts (or
+   * re-encrypts) the database with the open cipher; `null` decrypts it. Runs on the writer
+   * after the work queued before it; the readers reopen with the new key.
+   */
+  rekey(newKey: string | Buffer | null): Promise<void> {
+    let key: KeyBytes | undefined;
+    try {
+      if (this.#closing) throw closedError();
+      if (currentTransaction(this) !== undefined) {
+        throw new RangeError('rekey() inside a transaction body would wait for that transaction forever; call it after');
+      }
+      if (arguments.length === 0 || newKey === undefined) {
+        throw new TypeError('rekey() takes the new key (a string or a Buffer), or null to decrypt');
+      }
+      key = newKey === null ? undefined : checkKey('the new key', newKey);
+      const k = key;
+      return this.#write<void>(Kind.Done, 'object', (id) => this.#native.rekey(id, k?.bytes ?? null, k?.raw ?? false, this.#cipher));
+    } catch (err) {
+      return rejected(err);
+    } finally {
+      if (key?.owned === true) key.bytes.fill(0);
+    }
   }
 
   // ---- the writer, used directly and by Transaction ----

@@ -22,6 +22,38 @@ export interface OpenOptions {
   /** 'auto' (default): the writer checkpoints the WAL when idle; 'external': it never does,
    * another process does (a replicator such as Litestream). See docs/guides/replication.md. */
   checkpoints?: 'auto' | 'external';
+  /** Encrypts the database (SQLite3 Multiple Ciphers): a passphrase, or a Buffer of raw key
+   * bytes (32 bytes; ciphers 'chacha20', 'sqlcipher' and 'ascon128'). Applied to every
+   * connection; a wrong or missing key rejects open with SQLITE_NOTADB. */
+  encryptionKey?: string | Buffer;
+  /** The cipher of an encrypted database; default 'chacha20'. Needs `encryptionKey`. */
+  cipher?: Cipher;
+}
+
+/** The ciphers of SQLite3 Multiple Ciphers quietsqlite offers. */
+export type Cipher = 'chacha20' | 'sqlcipher' | 'aes256cbc' | 'aes128cbc' | 'ascon128';
+
+const CIPHERS: readonly Cipher[] = ['chacha20', 'sqlcipher', 'aes256cbc', 'aes128cbc', 'ascon128'];
+
+/** An encryption key as the native layer takes it: the bytes, and whether they are a raw key. */
+export interface KeyBytes {
+  bytes: Buffer;
+  raw: boolean;
+  /** The bytes are a copy made here (of a string), to be wiped after the native call. */
+  owned: boolean;
+}
+
+/** Checks a key given to open() or rekey() (`what` names it in messages, which never show it). */
+export function checkKey(what: string, key: unknown): KeyBytes {
+  if (typeof key === 'string') {
+    if (key.length === 0) throw new RangeError(`${what} may not be empty`);
+    return { bytes: Buffer.from(key, 'utf8'), raw: false, owned: true };
+  }
+  if (Buffer.isBuffer(key)) {
+    if (key.length === 0) throw new RangeError(`${what} may not be empty`);
+    return { bytes: key, raw: true, owned: false };
+  }
+  throw new TypeError(`${what} must be a string (a passphrase) or a Buffer (raw key bytes)`);
 }
 
 /** Cancellation options every query method takes. */
@@ -86,6 +118,9 @@ export interface ResolvedOpenOptions {
   pragmas: string[][];
   timeoutMs: number;
   externalCheckpoints: boolean;
+  /** Undefined when the database is not encrypted. */
+  encryption: KeyBytes | undefined;
+  cipher: Cipher;
 }
 
 function renderPragmaValue(name: string, v: unknown): string {
@@ -102,7 +137,17 @@ function renderPragmaValue(name: string, v: unknown): string {
 export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
   if (options === undefined) options = {};
   if (!isPlainObject(options)) throw new TypeError('options must be a plain object');
-  checkKeys('open', options, ['readers', 'readonly', 'intMode', 'pragmas', 'busyTimeout', 'timeoutMs', 'checkpoints']);
+  checkKeys('open', options, [
+    'readers',
+    'readonly',
+    'intMode',
+    'pragmas',
+    'busyTimeout',
+    'timeoutMs',
+    'encryptionKey',
+    'cipher',
+    'checkpoints',
+  ]);
   const o = options as OpenOptions;
   const readers = o.readers ?? defaultReaders();
   if (!Number.isInteger(readers) || readers < 1 || readers > 64) {
@@ -133,7 +178,13 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
     throw new TypeError("checkpoints must be 'auto' or 'external'");
   }
   const externalCheckpoints = checkpoints === 'external';
-  return { readers, readonly: o.readonly ?? false, intMode, busyTimeout, pragmas, timeoutMs, externalCheckpoints };
+  const encryption = o.encryptionKey === undefined ? undefined : checkKey('encryptionKey', o.encryptionKey);
+  const cipher = o.cipher ?? 'chacha20';
+  if (!CIPHERS.includes(cipher)) throw new TypeError(`cipher must be one of ${CIPHERS.map((c) => `'${c}'`).join(', ')}`);
+  if (o.cipher !== undefined && encryption === undefined) {
+    throw new TypeError("the 'cipher' option needs 'encryptionKey' (the database is encrypted only with a key)");
+  }
+  return { readers, readonly: o.readonly ?? false, intMode, busyTimeout, pragmas, timeoutMs, externalCheckpoints, encryption, cipher };
 }
 
 /** A `timeoutMs` value as milliseconds, 0 for none. */

@@ -31,7 +31,10 @@ export declare class NativeDatabase {
    * Cancels a request sent with `cancellable`. Returns 0: it already finished (its
    * completion is on its way); 1: it was queued and never runs (no completion follows);
    * 2: it is running and is being interrupted (its completion follows).
+   * Changes the encryption key on the writer (`key` None: decrypts); the readers follow.
+   * `cipher` is the database's (the JS layer keeps it).
    */
+  rekey(id: number, key: Buffer | undefined | null, raw: boolean, cipher?: string | undefined | null): void
   cancel(id: number): number
   /** Stops accepting requests; `id` completes when every connection is closed. */
   close(id: number): void
@@ -75,4 +78,12 @@ export interface NativeOpenOptions {
   pragmas: Array<Array<string>>
   /** `checkpoints: 'external'`: the writer never checkpoints. */
   externalCheckpoints?: boolean
+  /**
+   * The encryption key's bytes (a passphrase's UTF-8, or a raw key); the JS layer wipes
+   * its copy after the call.
+   */
+  encryptionKey?: Buffer
+  /** `encryption_key` is a raw key (a Buffer was given), not a passphrase. */
+  rawKey?: boolean
+  cipher?: string
 }

@@ -180,6 +180,12 @@ impl Watch {
         Ok(watch)
     }
 
+    /// Installs the same watch on a connection that replaces the one it was installed on.
+    pub(crate) fn attach(self: &Arc<Self>, conn: &mut Connection) -> rusqlite::Result<()> {
+        let seen = self.clone();
+        conn.progress_handler(PROGRESS_OPS, Some(move || seen.should_interrupt()))
+    }
+
     fn should_interrupt(&self) -> bool {
         if self.cancellation.is_stopping() {
             return true;

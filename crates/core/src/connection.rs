@@ -3,8 +3,10 @@
 
 use crate::error::{Error, Result};
 use rusqlite::{Connection, OpenFlags};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
@@ -19,6 +21,9 @@ pub struct OpenOptions {
     pub statement_cache: usize,
     /// The writer never checkpoints: another process (a replicator such as Litestream) does.
     pub external_checkpoints: bool,
+    /// The encryption key and cipher, applied to every connection right after it opens.
+    /// Shared, never copied: the last owner's drop wipes it (`Key`).
+    pub encryption: Option<Arc<Key>>,
 }
 
 impl OpenOptions {
@@ -31,6 +36,7 @@ impl OpenOptions {
             pragmas: Vec::new(),
             statement_cache: 128,
             external_checkpoints: false,
+            encryption: None,
         }
     }
 }
@@ -171,6 +177,7 @@ pub fn open_writer(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_EXRESCODE;
     let conn = Connection::open_with_flags(&loc.uri, flags)?;
+    unlock(&conn, opts.encryption.as_deref(), true)?;
     conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
     {
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
@@ -198,11 +205,238 @@ pub fn open_reader(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_EXRESCODE;
     let conn = Connection::open_with_flags(&loc.reader_uri(), flags)?;
+    // Without a key, the writer's check covers the file (a read-only database has none).
+    unlock(&conn, opts.encryption.as_deref(), opts.encryption.is_some() || opts.readonly)?;
     conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
     conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;")?;
     finish_open(&conn, opts, true)?;
     crate::statement_rules::install(&conn);
     Ok(conn)
+}
+
+/// The ciphers of SQLite3 Multiple Ciphers quietsqlite offers, by the name the options use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cipher {
+    Aes128Cbc,
+    Aes256Cbc,
+    ChaCha20,
+    SqlCipher,
+    Ascon128,
+}
+
+impl Cipher {
+    pub fn from_name(name: &str) -> Option<Cipher> {
+        Some(match name {
+            "aes128cbc" => Cipher::Aes128Cbc,
+            "aes256cbc" => Cipher::Aes256Cbc,
+            "chacha20" => Cipher::ChaCha20,
+            "sqlcipher" => Cipher::SqlCipher,
+            "ascon128" => Cipher::Ascon128,
+            _ => return None,
+        })
+    }
+
+    /// SQLite3MC's name for the cipher (`sqlite3mc_cipher_index` looks it up).
+    fn mc_name(self) -> &'static CStr {
+        match self {
+            Cipher::Aes128Cbc => c"aes128cbc",
+            Cipher::Aes256Cbc => c"aes256cbc",
+            Cipher::ChaCha20 => c"chacha20",
+            Cipher::SqlCipher => c"sqlcipher",
+            Cipher::Ascon128 => c"ascon128",
+        }
+    }
+
+    /// The length of a raw key, for the ciphers that accept one (SQLite3MC's
+    /// `raw:` form); the AES ciphers always derive their key from a passphrase.
+    pub fn raw_key_len(self) -> Option<usize> {
+        match self {
+            Cipher::ChaCha20 | Cipher::SqlCipher | Cipher::Ascon128 => Some(32),
+            Cipher::Aes128Cbc | Cipher::Aes256Cbc => None,
+        }
+    }
+}
+
+/// An encryption key: what is handed to SQLite3MC (a passphrase, or `raw:` and the key
+/// bytes), with its cipher. Its Debug never shows the bytes, and dropping it overwrites them.
+pub struct Key {
+    pub cipher: Cipher,
+    secret: Vec<u8>,
+}
+
+impl Key {
+    /// A passphrase (SQLite3MC derives the key from it with the cipher's KDF).
+    pub fn passphrase(cipher: Cipher, text: &[u8]) -> Result<Key> {
+        if text.is_empty() {
+            return Err(Error::Range("the encryption key may not be empty".into()));
+        }
+        Ok(Key { cipher, secret: text.to_vec() })
+    }
+
+    /// Raw key bytes: used as the key itself, no derivation.
+    pub fn raw(cipher: Cipher, bytes: &[u8]) -> Result<Key> {
+        let Some(len) = cipher.raw_key_len() else {
+            return Err(Error::Type(format!(
+                "a Buffer (raw) key needs cipher 'chacha20', 'sqlcipher' or 'ascon128': cipher '{}' only \
+                 derives its key from a passphrase (give a string)",
+                cipher.mc_name().to_string_lossy()
+            )));
+        };
+        if bytes.len() != len {
+            return Err(Error::Range(format!(
+                "a Buffer (raw) key must be {len} bytes long for cipher '{}' (got {})",
+                cipher.mc_name().to_string_lossy(),
+                bytes.len()
+            )));
+        }
+        let mut secret = Vec::with_capacity(4 + len);
+        secret.extend_from_slice(b"raw:");
+        secret.extend_from_slice(bytes);
+        Ok(Key { cipher, secret })
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.secret
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Key({:?}, ..)", self.cipher)
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        for b in self.secret.iter_mut() {
+            // SAFETY: `b` is a valid, exclusive reference into the vector; a volatile write
+            // keeps the compiler from dropping the wipe of memory about to be freed.
+            unsafe { std::ptr::write_volatile(b, 0) };
+        }
+    }
+}
+
+// SQLite3 Multiple Ciphers' C API, compiled into quietsqlite's SQLite (crates/sqlite).
+extern "C" {
+    fn sqlite3mc_config(db: *mut rusqlite::ffi::sqlite3, param: *const c_char, value: c_int) -> c_int;
+    fn sqlite3mc_cipher_index(name: *const c_char) -> c_int;
+    fn sqlite3mc_config_cipher(db: *mut rusqlite::ffi::sqlite3, cipher: *const c_char, param: *const c_char, value: c_int) -> c_int;
+    fn sqlite3_key_v2(db: *mut rusqlite::ffi::sqlite3, schema: *const c_char, key: *const c_void, n: c_int) -> c_int;
+    fn sqlite3_rekey_v2(db: *mut rusqlite::ffi::sqlite3, schema: *const c_char, key: *const c_void, n: c_int) -> c_int;
+}
+
+/// What a wrong or missing key looks like: SQLite reads the first page as garbage.
+fn key_error() -> Error {
+    Error::sqlite(
+        rusqlite::ffi::SQLITE_NOTADB,
+        "the database could not be read: the encryption key is wrong, or missing (the file is encrypted \
+         and no encryptionKey was given), or the file is not a database",
+    )
+}
+
+/// Selects the cipher on `conn` for the next key or rekey.
+fn select_cipher(conn: &Connection, cipher: Cipher) -> Result<()> {
+    // SAFETY: the handle is valid while `conn` lives; both strings are NUL-terminated statics.
+    let rc = unsafe {
+        let id = sqlite3mc_cipher_index(cipher.mc_name().as_ptr());
+        if id < 0 {
+            id
+        } else {
+            sqlite3mc_config(conn.handle(), c"cipher".as_ptr(), id)
+        }
+    };
+    if rc < 0 {
+        return Err(Error::Internal(format!("SQLite3 Multiple Ciphers has no cipher '{}'", cipher.mc_name().to_string_lossy())));
+    }
+    if cipher == Cipher::SqlCipher {
+        // SQLite3MC's own 'sqlcipher' scheme (legacy 0) keeps bytes 16-23 of page 1 in
+        // plaintext, which SQLCipher cannot read; legacy 4 is SQLCipher 4's format and defaults.
+        // SAFETY: as above.
+        let v = unsafe { sqlite3mc_config_cipher(conn.handle(), c"sqlcipher".as_ptr(), c"legacy".as_ptr(), 4) };
+        if v != 4 {
+            return Err(Error::Internal("could not select SQLCipher 4 compatibility".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Applies the key (if any) to a connection just opened, before anything else runs on it,
+/// then (if `check`) reads the schema: a wrong or missing key fails here, with a message
+/// about the key (never the key itself).
+fn unlock(conn: &Connection, key: Option<&Key>, check: bool) -> Result<()> {
+    if let Some(key) = key {
+        select_cipher(conn, key.cipher)?;
+        let secret = key.bytes();
+        let len = c_int::try_from(secret.len()).map_err(|_| Error::Range("the encryption key is too long".into()))?;
+        // SAFETY: the handle is valid while `conn` lives; `secret` is valid for `len` bytes
+        // for the call (SQLite3MC derives its cipher state and keeps no pointer to it).
+        let rc = unsafe { sqlite3_key_v2(conn.handle(), c"main".as_ptr(), secret.as_ptr().cast(), len) };
+        if rc != rusqlite::ffi::SQLITE_OK {
+            return Err(Error::sqlite(rc, "the encryption key could not be set"));
+        }
+    }
+    if !check {
+        return Ok(());
+    }
+    match conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            // Closing as the last connection would checkpoint the WAL left by an earlier
+            // one: with a wrong key (a cipher without authentication decrypts garbage
+            // silently) that would rewrite the file. A failed open must not change it.
+            let _ = conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true);
+            match Error::from(e) {
+                Error::Sqlite { code, .. } if code & 0xff == rusqlite::ffi::SQLITE_NOTADB => Err(key_error()),
+                other => Err(other),
+            }
+        }
+    }
+}
+
+/// Changes the key of the database `conn` (the writer) has open: `None` decrypts, a key on
+/// a plaintext database encrypts it. The caller makes sure no other connection of ours has
+/// the file open. SQLite3MC cannot encrypt a plaintext database in WAL mode, so that case
+/// runs in DELETE mode and switches back.
+pub(crate) fn rekey(conn: &Connection, key: Option<&Key>, was_encrypted: bool) -> Result<()> {
+    let leave_wal = key.is_some() && !was_encrypted;
+    if leave_wal {
+        let mode: String = conn.query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("delete") {
+            return Err(Error::sqlite(
+                rusqlite::ffi::SQLITE_BUSY,
+                "could not leave WAL mode to encrypt the database (another process has it open?)",
+            ));
+        }
+    }
+    let (ptr, len) = match key {
+        Some(k) => {
+            select_cipher(conn, k.cipher)?;
+            let len = c_int::try_from(k.bytes().len()).map_err(|_| Error::Range("the encryption key is too long".into()))?;
+            (k.bytes().as_ptr(), len)
+        }
+        None => (std::ptr::null(), 0),
+    };
+    // SAFETY: the handle is valid while `conn` lives; `ptr` is NULL (len 0) or valid for
+    // `len` bytes for the call, and SQLite3MC keeps no pointer to it.
+    let rc = unsafe { sqlite3_rekey_v2(conn.handle(), c"main".as_ptr(), ptr.cast(), len) };
+    let outcome = if rc == rusqlite::ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        // SQLite3MC's own message names what failed and never the key.
+        // SAFETY: the handle is valid; sqlite3_errmsg returns a NUL-terminated string.
+        let msg = unsafe { CStr::from_ptr(rusqlite::ffi::sqlite3_errmsg(conn.handle())) }.to_string_lossy().into_owned();
+        Err(Error::sqlite(rc, format!("rekey failed: {msg}")))
+    };
+    if leave_wal {
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::sqlite(
+                rusqlite::ffi::SQLITE_ERROR,
+                format!("could not switch the database back to WAL mode after rekey (it reports '{mode}')"),
+            ));
+        }
+    }
+    outcome
 }
 
 fn finish_open(conn: &Connection, opts: &OpenOptions, reader: bool) -> Result<()> {
@@ -228,6 +462,10 @@ pub fn apply_pragma(conn: &Connection, name: &str, value: &str) -> Result<()> {
         });
     if !valid_name {
         return Err(Error::Type(format!("invalid pragma name '{name}'")));
+    }
+    let bare = name.rsplit('.').next().unwrap_or(name);
+    if crate::statement_rules::is_key_pragma(bare) {
+        return Err(Error::Type(crate::statement_rules::KEY_PRAGMA_REFUSED.into()));
     }
     // Messages never repeat the value: a pragma value may be a secret (an encryption key).
     if value.contains(';') || value.contains('\0') {
@@ -293,5 +531,45 @@ mod tests {
                 assert!(sql.is_none());
             }
         }
+    }
+
+    #[test]
+    fn keys_stay_out_of_debug_output_and_key_pragmas_are_refused() {
+        let key = Key::passphrase(Cipher::ChaCha20, b"hunter2-secret").unwrap();
+        let mut opts = OpenOptions::new("x.db");
+        opts.encryption = Some(Arc::new(key));
+        assert!(!format!("{opts:?}").contains("hunter2"));
+        assert!(Key::passphrase(Cipher::ChaCha20, b"").is_err());
+        assert!(Key::raw(Cipher::ChaCha20, &[1; 31]).is_err());
+        assert!(Key::raw(Cipher::Aes256Cbc, &[1; 32]).is_err());
+        let conn = Connection::open_in_memory().unwrap();
+        for name in ["key", "main.rekey", "HEXKEY", "hexrekey"] {
+            let e = apply_pragma(&conn, name, "'hunter2-secret'").unwrap_err();
+            assert!(e.to_string().contains("encryptionKey") && !e.to_string().contains("hunter2"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_wrong_key_is_refused_and_rekey_changes_it() {
+        let dir = std::env::temp_dir().join(format!("quietsqlite-key-{}", unpredictable_name()));
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("k.db");
+        let loc = Location::resolve(&path.to_string_lossy()).unwrap();
+        let mut opts = OpenOptions::new(path.to_string_lossy());
+        opts.encryption = Some(Arc::new(Key::passphrase(Cipher::ChaCha20, b"one").unwrap()));
+        let w = open_writer(&loc, &opts).unwrap();
+        w.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (42)").unwrap();
+        let two = Key::passphrase(Cipher::ChaCha20, b"two").unwrap();
+        rekey(&w, Some(&two), true).unwrap();
+        drop(w);
+        let e = open_reader(&loc, &opts).unwrap_err();
+        assert!(matches!(e, Error::Sqlite { code: rusqlite::ffi::SQLITE_NOTADB, .. }), "{e}");
+        opts.encryption = None;
+        assert!(open_writer(&loc, &opts).is_err());
+        opts.encryption = Some(Arc::new(two));
+        let r = open_reader(&loc, &opts).unwrap();
+        assert_eq!(r.query_row("SELECT x FROM t", [], |row| row.get::<_, i64>(0)).unwrap(), 42);
+        drop(r);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

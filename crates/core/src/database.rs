@@ -97,22 +97,30 @@ impl Database {
             .name("quietsqlite-writer".into())
             .spawn(move || {
                 let loc = thread_location;
+                let mut opts = opts;
                 let started = start(&loc, &opts, reader_rx, thread_sink.clone(), &thread_cancellation);
                 let writer = match started {
                     Ok(None) => {
                         thread_sink.complete(Completion { id: open_id, result: Ok(Output::Done) });
                         return run_readonly_control(writer_rx, thread_readers, opts.readers);
                     }
-                    Ok(Some(conn)) => Writer::new(
-                        conn,
-                        thread_sink.clone(),
-                        listener,
-                        tracking,
-                        thread_readers,
-                        opts.readers,
-                        thread_cancellation,
-                        opts.external_checkpoints,
-                    ),
+                    Ok(Some(conn)) => {
+                        let reopen = (loc.clone(), opts.clone());
+                        // Every connection is open: the key is not kept (the writer keeps
+                        // the options for a rekey without it).
+                        opts.encryption = None;
+                        Writer::new(
+                            conn,
+                            thread_sink.clone(),
+                            listener,
+                            tracking,
+                            thread_readers,
+                            opts.readers,
+                            thread_cancellation,
+                            opts.external_checkpoints,
+                            reopen,
+                        )
+                    }
                     Err(e) => Err(e),
                 };
                 match writer {

@@ -28,7 +28,7 @@ pub mod writer;
 
 pub use cancel::CancelOutcome;
 pub use completion::{Completion, CompletionSink, Output, RequestId};
-pub use connection::OpenOptions;
+pub use connection::{Cipher, Key, OpenOptions};
 pub use database::{Abandoner, Database};
 pub use error::{Error, Result};
 pub use query::{BatchSets, ExecOutcome, ReadFormat, ReadOutput};

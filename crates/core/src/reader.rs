@@ -4,6 +4,7 @@
 
 use crate::cancel::{Start, Ticket, Watch};
 use crate::completion::{panic_message, Completion, CompletionSink, Countdown, Output, RequestId};
+use crate::connection::{Location, OpenOptions};
 use crate::error::Error;
 use crate::query::{self, ReadFormat};
 use crate::value::Params;
@@ -30,6 +31,104 @@ pub(crate) enum ReaderMsg {
     /// Test hook: proves a panic becomes an error, not a crash.
     Panic(RequestId),
     Stop(Arc<Countdown>),
+    /// The writer changes the key: park (no read open) until it is done, then reopen with
+    /// the new key. Each reader takes exactly one: a parked reader takes nothing else.
+    Rekey(Arc<RekeyGate>),
+}
+
+/// Where the writer and the readers meet around a rekey.
+pub(crate) struct RekeyGate {
+    /// Readers close their connection before parking (the writer must leave WAL mode,
+    /// which needs the file to itself), and always reopen.
+    close_first: bool,
+    state: std::sync::Mutex<GateState>,
+    changed: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    parked: usize,
+    /// Set by the writer when the key changed (`Some`: reopen so) or not (`None`: keep the
+    /// connection as it is); readers wait for it.
+    released: Option<Option<(Location, OpenOptions)>>,
+    done: usize,
+    failure: Option<Error>,
+}
+
+impl RekeyGate {
+    pub(crate) fn new(close_first: bool) -> RekeyGate {
+        RekeyGate { close_first, state: Default::default(), changed: Default::default() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait_until(&self, ready: impl Fn(&GateState) -> bool) -> std::sync::MutexGuard<'_, GateState> {
+        let mut st = self.lock();
+        while !ready(&st) {
+            st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        st
+    }
+
+    /// Writer: waits until `count` readers are parked.
+    pub(crate) fn wait_parked(&self, count: usize) {
+        drop(self.wait_until(|st| st.parked >= count));
+    }
+
+    /// Writer: a failure of a reader while parking.
+    pub(crate) fn take_failure(&self) -> Option<Error> {
+        self.lock().failure.take()
+    }
+
+    /// Writer: lets the readers go (reopening with `reopen` if given) and waits until
+    /// `count` of them are done; returns the first reader's failure to reopen.
+    pub(crate) fn release(&self, reopen: Option<(Location, OpenOptions)>, count: usize) -> Option<Error> {
+        self.lock().released = Some(reopen);
+        self.changed.notify_all();
+        let mut st = self.wait_until(|st| st.done >= count);
+        // The options hold the key: drop them with the gate's last use.
+        st.released = None;
+        st.failure.take()
+    }
+
+    /// Reader: parks, then reopens `conn` if the writer says so.
+    fn pass(&self, conn: &mut Connection, watch: &Arc<Watch>) {
+        if self.close_first {
+            // A private in-memory connection stands in until the reopen (it touches no file).
+            match Connection::open_in_memory() {
+                Ok(placeholder) => drop(std::mem::replace(conn, placeholder)),
+                Err(e) => {
+                    let mut st = self.lock();
+                    st.failure.get_or_insert(Error::from(e));
+                }
+            }
+        }
+        {
+            let mut st = self.lock();
+            st.parked += 1;
+        }
+        self.changed.notify_all();
+        let reopen = self.wait_until(|st| st.released.is_some()).released.clone().flatten();
+        let failure = reopen.and_then(|(loc, opts)| match crate::connection::open_reader(&loc, &opts) {
+            Ok(mut fresh) => match watch.attach(&mut fresh) {
+                Ok(()) => {
+                    *conn = fresh;
+                    None
+                }
+                Err(e) => Some(Error::from(e)),
+            },
+            Err(e) => Some(e),
+        });
+        let mut st = self.lock();
+        st.done += 1;
+        if st.failure.is_none() {
+            st.failure = failure;
+        }
+        drop(st);
+        self.changed.notify_all();
+    }
 }
 
 /// How long a reader polls its queue after a job before it parks: a request that follows
@@ -56,7 +155,7 @@ fn next_message(queue: &Receiver<ReaderMsg>, spin: std::time::Duration) -> Optio
     queue.recv().ok()
 }
 
-pub(crate) fn run(conn: Connection, watch: Arc<Watch>, queue: Receiver<ReaderMsg>, sink: Arc<dyn CompletionSink>) {
+pub(crate) fn run(mut conn: Connection, watch: Arc<Watch>, queue: Receiver<ReaderMsg>, sink: Arc<dyn CompletionSink>) {
     while let Some(msg) = next_message(&queue, SPIN_WINDOW) {
         match msg {
             ReaderMsg::Read(job, ticket) => {
@@ -88,6 +187,7 @@ pub(crate) fn run(conn: Connection, watch: Arc<Watch>, queue: Receiver<ReaderMsg
                 .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
                 sink.complete(Completion { id, result });
             }
+            ReaderMsg::Rekey(gate) => gate.pass(&mut conn, &watch),
             ReaderMsg::Stop(countdown) => {
                 drop(conn);
                 countdown.done();

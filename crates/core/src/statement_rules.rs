@@ -52,6 +52,20 @@ const INSPECTING_PRAGMAS: &[&str] = &[
 /// Pragmas that act even in their bare form.
 const ACTING_PRAGMAS: &[&str] = &["optimize", "shrink_memory", "wal_checkpoint", "incremental_vacuum"];
 
+/// SQLite3 Multiple Ciphers' pragmas that set or change a key. Refused in user SQL and in
+/// the `pragmas` option: the key belongs to `encryptionKey` (applied to every connection
+/// and checked) and `rekey()` (which makes the readers follow); a key set on one
+/// connection by SQL would leave the others, and maybe the file, in plaintext.
+const KEY_PRAGMAS: &[&str] = &["key", "rekey", "hexkey", "hexrekey", "textkey", "textrekey"];
+
+pub(crate) const KEY_PRAGMA_REFUSED: &str =
+    "encryption keys cannot be set by pragma (key, rekey, hexkey, hexrekey): give the key with the \
+     'encryptionKey' open option and change it with db.rekey()";
+
+pub(crate) fn is_key_pragma(name: &str) -> bool {
+    KEY_PRAGMAS.iter().any(|k| k.eq_ignore_ascii_case(name))
+}
+
 /// Installs the authorizer on `conn` (again, after something else replaced it).
 pub fn install(conn: &Connection) {
     // SAFETY: the handle is valid while `conn` lives; the callback takes no context pointer
@@ -86,6 +100,7 @@ fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>) ->
              cannot be sent as SQL; use db.transaction() (nested calls make savepoints)"
                 .into(),
         ),
+        ffi::SQLITE_PRAGMA if arg1.is_some_and(is_key_pragma) => Some(KEY_PRAGMA_REFUSED.into()),
         _ if rule == Rule::Write => None,
         ffi::SQLITE_ATTACH | ffi::SQLITE_DETACH => Some(
             "select() cannot ATTACH or DETACH: reads run on any of several connections; \

@@ -8,7 +8,8 @@ use crate::completion::{panic_message, Completion, CompletionSink, Countdown, Ou
 use crate::error::{Error, Result};
 use crate::hooks::{ChangeSet, ChangeTracker};
 use crate::query::{self, ReadFormat};
-use crate::reader::ReaderMsg;
+use crate::connection::{Cipher, Key, Location, OpenOptions};
+use crate::reader::{ReaderMsg, RekeyGate};
 use crate::value::Params;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use rusqlite::Connection;
@@ -43,6 +44,8 @@ pub enum WriteKind {
     /// The nested transaction of depth `depth` failed: everything since its savepoint is
     /// undone and the savepoint is released.
     RollbackTo { depth: u32 },
+    /// Changes the encryption key (`None`: decrypts); the readers reopen with the new key.
+    Rekey { key: Option<Arc<Key>> },
 }
 
 #[derive(Debug)]
@@ -94,6 +97,11 @@ pub(crate) struct Writer {
     data_version: Option<i64>,
     /// Checkpoints are left to another process (OpenOptions::external_checkpoints).
     external_checkpoints: bool,
+    /// How the readers open (for a rekey), without the key: it is not kept.
+    reopen: (Location, OpenOptions),
+    /// Whether the file is encrypted now, and with which cipher.
+    encrypted: bool,
+    cipher: Cipher,
 }
 
 impl Writer {
@@ -107,7 +115,12 @@ impl Writer {
         reader_count: usize,
         cancellation: Arc<Cancellation>,
         external_checkpoints: bool,
+        reopen: (Location, OpenOptions),
     ) -> Result<Self> {
+        let (location, mut opts) = reopen;
+        let encrypted = opts.encryption.is_some();
+        let cipher = opts.encryption.as_ref().map_or(Cipher::ChaCha20, |k| k.cipher);
+        opts.encryption = None;
         let watch = Watch::install(&mut conn, cancellation)?;
         let tracker = ChangeTracker::install(&conn, tracking);
         let schema_version = conn.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
@@ -127,6 +140,9 @@ impl Writer {
             schema_version,
             data_version: Some(data_version),
             external_checkpoints,
+            reopen: (location, opts),
+            encrypted,
+            cipher,
         })
     }
 
@@ -317,6 +333,7 @@ impl Writer {
                 self.conn.execute_batch(&format!("RELEASE quietsqlite_sp_{depth}"))?;
                 Ok(Output::Done)
             }
+            WriteKind::Rekey { key } => self.rekey(key).map(|()| Output::Done),
             WriteKind::RollbackTo { depth } => {
                 self.conn.execute_batch(&format!(
                     "ROLLBACK TO quietsqlite_sp_{depth}; RELEASE quietsqlite_sp_{depth}"
@@ -328,6 +345,54 @@ impl Writer {
             self.idle_checkpoint(CHECKPOINT_BUSY_PAGES);
         }
         out
+    }
+
+    /// Parks every reader (each finishes what it runs; none holds a read), changes the key,
+    /// then has each reader reopen with the new key. On failure the readers keep their
+    /// connections, which still match the file.
+    fn rekey(&mut self, key: Option<Arc<Key>>) -> Result<()> {
+        if self.held_by.is_some() || !self.conn.is_autocommit() {
+            return Err(Error::Internal("rekey inside a transaction".into()));
+        }
+        if let Some(k) = &key {
+            if k.cipher != self.cipher && self.encrypted {
+                return Err(Error::Internal("rekey with another cipher than the database's".into()));
+            }
+        }
+        // Encrypting a plaintext file leaves WAL mode for a moment: the readers close first.
+        let close_first = !self.encrypted;
+        let gate = Arc::new(RekeyGate::new(close_first));
+        for _ in 0..self.reader_count {
+            if self.readers.send(ReaderMsg::Rekey(gate.clone())).is_err() {
+                return Err(crate::error::closed_by_force());
+            }
+        }
+        gate.wait_parked(self.reader_count);
+        let outcome = match gate.take_failure() {
+            // A reader could not step aside: the file is left as it is.
+            Some(e) => Err(e),
+            None => crate::connection::rekey(&self.conn, key.as_deref(), self.encrypted),
+        };
+        let reopen = match (&outcome, close_first) {
+            (Ok(()), _) => {
+                let (loc, mut opts) = self.reopen.clone();
+                opts.encryption = key.clone();
+                Some((loc, opts))
+            }
+            // Closed readers reopen as before (the file is still plaintext).
+            (Err(_), true) => Some(self.reopen.clone()),
+            (Err(_), false) => None,
+        };
+        let reader_failure = gate.release(reopen, self.reader_count);
+        outcome?;
+        self.encrypted = key.is_some();
+        if let Some(k) = &key {
+            self.cipher = k.cipher;
+        }
+        match reader_failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     fn check_external_changes(&mut self) {

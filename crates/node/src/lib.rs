@@ -9,7 +9,7 @@ mod values;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
-use quietsqlite_core::connection::OpenOptions;
+use quietsqlite_core::connection::{Cipher, Key, OpenOptions};
 use quietsqlite_core::{
     BatchSets, Database, Error as CoreError, Params, ReadFormat, ReadJob, TxMode, WriteJob, WriteKind,
 };
@@ -104,6 +104,23 @@ pub struct NativeOpenOptions {
     pub pragmas: Vec<Vec<String>>,
     /// `checkpoints: 'external'`: the writer never checkpoints.
     pub external_checkpoints: Option<bool>,
+    /// The encryption key's bytes (a passphrase's UTF-8, or a raw key); the JS layer wipes
+    /// its copy after the call.
+    pub encryption_key: Option<Buffer>,
+    /// `encryption_key` is a raw key (a Buffer was given), not a passphrase.
+    pub raw_key: Option<bool>,
+    pub cipher: Option<String>,
+}
+
+/// The key the core applies: `cipher` by its option name (the JS layer checked it).
+fn make_key(bytes: &[u8], raw: bool, cipher: Option<&str>) -> std::result::Result<Key, CoreError> {
+    let name = cipher.unwrap_or("chacha20");
+    let cipher = Cipher::from_name(name).ok_or_else(|| CoreError::Type(format!("unknown cipher '{name}'")))?;
+    if raw {
+        Key::raw(cipher, bytes)
+    } else {
+        Key::passphrase(cipher, bytes)
+    }
 }
 
 #[napi]
@@ -153,6 +170,11 @@ impl NativeDatabase {
                     Err(_) => None,
                 })
                 .collect();
+            if let Some(bytes) = &options.encryption_key {
+                let key = make_key(bytes, options.raw_key.unwrap_or(false), options.cipher.as_deref())
+                    .map_err(|e| core_error(&env, e))?;
+                opts.encryption = Some(Arc::new(key));
+            }
             let db = Database::open(opts, sink.clone(), open_id).map_err(|e| core_error(&env, e))?;
             let cleanup = sink::CleanupHook::add(env.raw(), &sink, db.abandoner());
             Ok(NativeDatabase { db, sink, cleanup })
@@ -296,6 +318,19 @@ impl NativeDatabase {
     /// Cancels a request sent with `cancellable`. Returns 0: it already finished (its
     /// completion is on its way); 1: it was queued and never runs (no completion follows);
     /// 2: it is running and is being interrupted (its completion follows).
+    /// Changes the encryption key on the writer (`key` None: decrypts); the readers follow.
+    /// `cipher` is the database's (the JS layer keeps it).
+    #[napi]
+    pub fn rekey(&self, env: Env, id: u32, key: Option<Buffer>, raw: bool, cipher: Option<String>) -> Result<()> {
+        guard(&env, || {
+            let key = match &key {
+                Some(bytes) => Some(Arc::new(make_key(bytes, raw, cipher.as_deref()).map_err(|e| core_error(&env, e))?)),
+                None => None,
+            };
+            self.submit(&env, id, 0, WriteKind::Rekey { key }, Some(false))
+        })
+    }
+
     #[napi]
     pub fn cancel(&self, env: Env, id: u32) -> Result<u32> {
         guard(&env, || Ok(self.db.cancel(id) as u32))
