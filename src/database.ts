@@ -12,15 +12,18 @@ import {
   resolveCallOptions,
   resolveOpenOptions,
   type CallOptions,
+  type ArrayRowMode,
   type CallSettings,
   type Cipher,
+  type ExecuteOptions,
   type KeyBytes,
   type OpenOptions,
   type QueryOptions,
 } from './options';
 import { packParamSets } from './params';
 import { Kind, Requests, type ExecuteResult, type Stop } from './requests';
-import type { IntMode, Row } from './rows';
+import type { IntMode, Row, SqlValue } from './rows';
+import { resolveIterateOptions, RowIterator, type IterateHost, type IterateOptions } from './iterate';
 import {
   currentTransaction,
   NO_SIGNALS,
@@ -35,6 +38,7 @@ import {
   type TransactionOptions,
 } from './transaction';
 import { LiveQuery, type LiveHost, type StreamOptions } from './stream';
+import type { Diagnostics, NativeDiagnostics } from './diagnostics';
 
 /** Entry points only an addon built with the `test-hooks` feature has (`npm test`). */
 interface TestHooks {
@@ -98,6 +102,10 @@ export class Database implements Executor, TransactionHost {
   readonly #timeoutMs: number;
   /** The cipher of the database's encryption (or of a later rekey on a plaintext one). */
   readonly #cipher: Cipher;
+  /** The file is encrypted now (open with a key, or rekeyed since). */
+  #encrypted: boolean;
+  /** What iterators need from this database. */
+  readonly #iterateHost: IterateHost;
   #closing: Promise<void> | undefined;
   #forceClosing = false;
   #nextTx = 1;
@@ -106,14 +114,23 @@ export class Database implements Executor, TransactionHost {
   /** The transaction holding the writer, with the means to cancel it (forced close). */
   #running: { tx: Transaction; cancel: (reason: unknown) => void; settled: Promise<void> } | undefined;
 
-  private constructor(path: string, native: NativeDatabase, requests: Requests, timeoutMs: number, cipher: Cipher) {
+  private constructor(
+    path: string,
+    native: NativeDatabase,
+    requests: Requests,
+    timeoutMs: number,
+    cipher: Cipher,
+    encrypted: boolean,
+  ) {
     this.#path = path;
     this.#cipher = cipher;
+    this.#encrypted = encrypted;
     this.#timeoutMs = timeoutMs;
     this.#native = native;
     this.#requests = requests;
     requests.attach(native, this);
     this.#liveHost = { native, requests, isOpen: () => this.#closing === undefined };
+    this.#iterateHost = this.#liveHost;
   }
 
   /**
@@ -158,7 +175,7 @@ export class Database implements Executor, TransactionHost {
     });
     const temporary = native!.temporaryPath();
     if (temporary != null) removeAtExit(temporary);
-    return new Database(path, native!, requests, o.timeoutMs, o.cipher);
+    return new Database(path, native!, requests, o.timeoutMs, o.cipher, o.encryption !== undefined);
   }
 
   /** The path the database was opened with. */
@@ -209,12 +226,16 @@ export class Database implements Executor, TransactionHost {
   }
 
   /** Runs a read-only query on a reader thread; resolves with every row. */
-  select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
+  select<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
+  select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
+  select<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
     return this.#read(sql, params, options, 0) as Promise<T[]>;
   }
 
   /** Like select(), but resolves with the first row only (or undefined). */
-  selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
+  selectOne<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
+  selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
+  selectOne<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
     return this.#read(sql, params, options, 1) as Promise<T | undefined>;
   }
 
@@ -223,10 +244,70 @@ export class Database implements Executor, TransactionHost {
     return this.#read(sql, params, options, 2) as Promise<Buffer>;
   }
 
+  /**
+   * The rows of a read-only query, in chunks: `for await (const row of db.iterate(sql))`.
+   * While open, the iterator holds one reader (one snapshot); it steps the next chunk only
+   * when the previous one is being consumed. `break`, return(), an exception in the loop,
+   * the signal, the timeout and close() release the reader. Statement objects reuse this.
+   */
+  iterate<T = SqlValue[]>(sql: string, params: unknown, options: IterateOptions & ArrayRowMode): RowIterator<T>;
+  iterate<T = Row>(sql: string, params?: unknown, options?: IterateOptions): RowIterator<T>;
+  iterate<T>(sql: string, params?: unknown, options?: IterateOptions): RowIterator<T> {
+    checkSql(sql);
+    checkParams(params);
+    const o = resolveIterateOptions(options, this.#timeoutMs);
+    if (this.#closing) throw closedError();
+    if (currentTransaction(this) !== undefined) {
+      throw new RangeError(
+        "iterate() runs on a reader and would not see this transaction's writes; inside a transaction " +
+          'body use tx.select(), or iterate after the transaction',
+      );
+    }
+    return new RowIterator<T>(this.#iterateHost, sql, params, o);
+  }
+
+  /**
+   * What the database is doing and how big it is (see Diagnostics). The counts are taken
+   * now; the file's numbers are measured by a reader (it waits for a free reader, never for
+   * the writer).
+   */
+  diagnostics(): Promise<Diagnostics> {
+    if (this.#closing) return rejected(closedError());
+    const inTransaction = this.#running !== undefined;
+    const cipher = this.#encrypted ? this.#cipher : null;
+    return this.#requests
+      .start<NativeDiagnostics>(Kind.Diagnostics, 'object', (id) => {
+        try {
+          this.#native.diagnostics(id);
+        } catch (err) {
+          throw fromNativeThrow(err);
+        }
+      })
+      .then((d) => ({
+        sqliteVersion: d.sqliteVersion,
+        cipher,
+        readers: d.readers,
+        readersBusy: d.readersBusy,
+        queuedReads: d.queuedReads,
+        queuedWrites: d.queuedWrites,
+        inTransaction,
+        pageSize: d.pageSize,
+        pageCount: d.pageCount,
+        freelistCount: d.freelistCount,
+        walBytes: d.walBytes,
+        cacheBytes: d.cacheBytes,
+        statementBytes: d.statementBytes,
+        schemaBytes: d.schemaBytes,
+        liveQueries: d.liveQueries,
+      }));
+  }
+
   // ---- writes ----
 
   /** Runs one statement (or, without parameters, several) on the writer thread. */
-  execute<T = Row>(sql: string, params?: unknown, options?: CallOptions): Promise<ExecuteResult & { rows: T[] }> {
+  execute<T = SqlValue[]>(sql: string, params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }> {
     const tx = currentTransaction(this);
     if (tx !== undefined) return tx.execute<T>(sql, params, options);
     if (this.#closing) return rejected(closedError());
@@ -258,7 +339,11 @@ export class Database implements Executor, TransactionHost {
       }
       key = newKey === null ? undefined : checkKey('the new key', newKey);
       const k = key;
-      return this.#write<void>(Kind.Done, 'object', (id) => this.#native.rekey(id, k?.bytes ?? null, k?.raw ?? false, this.#cipher));
+      return this.#write<void>(Kind.Done, 'object', (id) => this.#native.rekey(id, k?.bytes ?? null, k?.raw ?? false, this.#cipher)).then(
+        () => {
+          this.#encrypted = k !== undefined;
+        },
+      );
     } catch (err) {
       return rejected(err);
     } finally {
@@ -313,8 +398,8 @@ export class Database implements Executor, TransactionHost {
     try {
       checkSql(sql);
       checkParams(params);
-      const o = resolveCallOptions(options, false, this.#timeoutMs);
-      return this.#write(Kind.Execute, 'object', (id, c) => this.#native.execute(id, tx, sql, params, c), stopOf(o, txSignals));
+      const o = resolveCallOptions(options, true, this.#timeoutMs);
+      return this.#write(Kind.Execute, o.rowMode, (id, c) => this.#native.execute(id, tx, sql, params, c), stopOf(o, txSignals));
     } catch (err) {
       return rejected(err);
     }
@@ -470,6 +555,11 @@ export class Database implements Executor, TransactionHost {
       this.#native.dispose();
     })();
     return this.#closing;
+  }
+
+  /** `await using db = await Database.open(...)`: closes the database (as close()). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** Interrupts running statements, fails queued requests, and rolls back the running

@@ -2,7 +2,9 @@
 export { Database, type CloseOptions } from './database';
 export { SqliteError, ErrorCodes } from './errors';
 export { Transaction, type TransactionMode, type TransactionOptions, type Executor } from './transaction';
-export type { OpenOptions, QueryOptions, CallOptions, PragmaValue, Cipher } from './options';
+export type { OpenOptions, QueryOptions, CallOptions, ExecuteOptions, ArrayRowMode, PragmaValue, Cipher } from './options';
+export { RowIterator, type IterateOptions } from './iterate';
+export type { Diagnostics, LiveQueryDiagnostics } from './diagnostics';
 export type { ExecuteResult } from './requests';
 export type { Row, SqlValue, IntMode, RowMode } from './rows';
 export { LiveQuery, type StreamOptions } from './stream';

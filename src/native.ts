@@ -8,6 +8,8 @@ export type NativeDatabase = NativeDatabaseClass;
 interface Binding {
   NativeDatabase: typeof NativeDatabaseClass;
   MAX_PARAMETERS: number;
+  DEFAULT_CHUNK_ROWS: number;
+  MAX_CHUNK_ROWS: number;
 }
 
 function load(): Binding {

@@ -70,6 +70,16 @@ export interface QueryOptions extends CallOptions {
   rowMode?: RowMode;
 }
 
+/** execute()'s options: RETURNING rows as objects (default) or arrays. */
+export interface ExecuteOptions extends CallOptions {
+  /** 'object' (default): plain objects; 'array': arrays of values in column order (duplicate
+   * column names keep every value). */
+  rowMode?: RowMode;
+}
+
+/** Options that make rows arrays: the overloads that take them give `SqlValue[]` rows. */
+export type ArrayRowMode = { rowMode: 'array' };
+
 /** A call's options once checked; `timeoutMs` 0 means no timeout. */
 export interface CallSettings {
   rowMode: RowMode;
@@ -201,7 +211,7 @@ const QUERY_KEYS = ['rowMode', 'signal', 'timeoutMs'] as const;
 const CALL_KEYS = ['signal', 'timeoutMs'] as const;
 
 /**
- * Checks the options of a query method. `withRowMode`: select/selectOne (which also take
+ * Checks the options of a query method. `withRowMode`: select/selectOne/execute (which also take
  * `rowMode`); `defaultTimeoutMs`: the database's default (0 for none).
  */
 export function resolveCallOptions(options: unknown, withRowMode: boolean, defaultTimeoutMs: number): CallSettings {

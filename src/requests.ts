@@ -14,6 +14,7 @@ export const enum Kind {
   Execute,
   Batch,
   Done,
+  Diagnostics,
 }
 
 interface Pending {
@@ -80,9 +81,10 @@ function timeoutError(): DOMException {
   return new DOMException('The operation was aborted due to timeout', 'TimeoutError');
 }
 
-/** Receives live-query emissions (rows buffer) and errors for a subscription id. */
+/** Receives a subscription's completions: live-query emissions (a rows Buffer) or iterator
+ * chunks (`[rows, done]`), and errors. */
 export interface Subscriber {
-  emit(buf: Buffer): void;
+  emit(payload: unknown): void;
   fail(err: Error): void;
   /** The database is closing. */
   end(): void;
@@ -277,7 +279,7 @@ export class Requests {
   private deliverToSubscriber(id: number, ok: boolean, payload: unknown): void {
     const s = this.subscribers.get(id);
     if (s === undefined) return; // unsubscribed while an emission was on its way
-    if (ok) s.emit(payload as Buffer);
+    if (ok) s.emit(payload);
     else s.fail(errorFromNative(payload as NativeErrorDetail));
   }
 
@@ -302,6 +304,8 @@ export class Requests {
         return { changes: payload as number };
       case Kind.Done:
         return undefined;
+      case Kind.Diagnostics:
+        return payload;
     }
   }
 }

@@ -251,7 +251,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     return {
       emit: (buf) => {
         const live = ref.deref();
-        if (live !== undefined) live.#emit(buf);
+        if (live !== undefined) live.#emit(buf as Buffer);
       },
       fail: (err) => {
         const live = ref.deref();

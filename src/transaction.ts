@@ -6,8 +6,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { transactionEndedError } from './errors';
 import { checkKeys } from './options';
 import type { ExecuteResult } from './requests';
-import type { Row } from './rows';
-import type { CallOptions, QueryOptions } from './options';
+import type { Row, SqlValue } from './rows';
+import type { ArrayRowMode, CallOptions, ExecuteOptions, QueryOptions } from './options';
 
 export type TransactionMode = 'immediate' | 'deferred' | 'exclusive';
 
@@ -20,10 +20,13 @@ export interface TransactionOptions {
 
 /** What a transaction body can do; `db` methods called inside the body route here too. */
 export interface Executor {
+  select<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
   select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
+  selectOne<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
   selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
   selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer>;
-  execute<T = Row>(sql: string, params?: unknown, options?: CallOptions): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = SqlValue[]>(sql: string, params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
   executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }>;
   transaction<R>(body: (tx: Transaction) => Promise<R> | R, options?: TransactionOptions): Promise<R>;
 }
@@ -208,11 +211,15 @@ export class Transaction implements Executor {
     return this.drained().then(() => (this.#active ? send() : Promise.reject(transactionEndedError())));
   }
 
-  select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
+  select<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
+  select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
+  select<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
     return this.#send(() => this.host.writerRead(this.id, sql, params, options, 0, this.signals) as Promise<T[]>);
   }
 
-  selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
+  selectOne<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
+  selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
+  selectOne<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
     return this.#send(() => this.host.writerRead(this.id, sql, params, options, 1, this.signals) as Promise<T | undefined>);
   }
 
@@ -220,7 +227,9 @@ export class Transaction implements Executor {
     return this.#send(() => this.host.writerRead(this.id, sql, params, options, 2, this.signals) as Promise<Buffer>);
   }
 
-  execute<T = Row>(sql: string, params?: unknown, options?: CallOptions): Promise<ExecuteResult & { rows: T[] }> {
+  execute<T = SqlValue[]>(sql: string, params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }> {
     return this.#send(() => this.host.writerExecute(this.id, sql, params, options, this.signals) as Promise<ExecuteResult & { rows: T[] }>);
   }
 

@@ -530,6 +530,33 @@ export const KINDS = {
     },
   },
 
+  // All rows through iterate(): wall and main-thread time per pass, and the peak RSS seen
+  // (sampled every 1,000 rows). Synchronous peers iterate synchronously; quietsqlite with
+  // for await over its chunks.
+  iterate: {
+    prepare(ctx) {
+      ctx.h = ctx.conn.prepare('SELECT * FROM items WHERE id > ? ORDER BY id LIMIT ?');
+    },
+    async sample(ctx) {
+      const { rows } = ctx.params;
+      let peak = process.memoryUsage.rss();
+      let n = 0;
+      const use = (r) => {
+        sink += touchItem(r);
+        if (++n % 1000 === 0) peak = Math.max(peak, process.memoryUsage.rss());
+      };
+      const m = ctx.peer.sync
+        ? await measure(() => {
+            for (const r of ctx.h.iterate([0, rows])) use(r);
+          })
+        : await measure(async () => {
+            for await (const r of ctx.h.iterate([0, rows])) use(r);
+          });
+      if (n !== rows) throw new Error(`iterate gave ${n} rows, expected ${rows}`);
+      return { metrics: { wall: m.wall, main: m.active, rssPeak: peak / 2 ** 20 } };
+    },
+  },
+
   // RSS while 100 streams see writes, a block of writes per round.
   memStreams: {
     async prepare(ctx) {

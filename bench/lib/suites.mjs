@@ -166,9 +166,10 @@ export const SUITES = [
     id: 'memory',
     n: 10,
     title: 'Memory',
-    about: 'Resident set size (RSS) of the peer\'s process, sampled while reading 10,000 rows (every field read) 100 times, and while 100 live streams see 1,000 writes. Each round is a block of 10 reads / 100 writes; "growth" compares the peak of the second half with the peak of the first.',
+    about: 'Resident set size (RSS) of the peer\'s process, sampled while reading 10,000 rows (every field read) 100 times, while iterating over all 100,000 rows with `iterate()` (every field read; wall and main-thread time per pass, peak RSS sampled every 1,000 rows), and while 100 live streams see 1,000 writes. Each round is a block of 10 reads / 100 writes; "growth" compares the peak of the second half with the peak of the first.',
     cases: [
       { id: 'mem-reads', label: '100 x 10k-row reads', kind: 'memReads', params: { rows: 10000, perBlock: 10 }, metrics: ['rssPeak', 'rssGrowth'], iters: it(10, 10), warm: it(0, 0), series: 'rss', finalize: 'rss', isolate: true },
+      { id: 'mem-iterate', label: 'iterate 100k rows', kind: 'iterate', params: { rows: 100_000 }, metrics: ['wall', 'main', 'rssPeak'], only: ['better-sqlite3', 'node:sqlite', 'quietsqlite'], iters: it(5, 2), warm: it(1, 0), isolate: true },
       { id: 'mem-streams', label: '100 streams, 1,000 writes', kind: 'memStreams', params: { streams: 100, perBlock: 100 }, metrics: ['rssPeak', 'rssGrowth'], only: 'async', quickSkip: ['sqlite3'], iters: it(10, 10), warm: it(0, 0), series: 'rss', finalize: 'rss', isolate: true },
     ],
   },

@@ -23,7 +23,7 @@ export async function open(path) {
   const txCache = new WeakMap();
   const prepare = (sql) => {
     const s = db.prepare(sql);
-    return { sql, all: (p) => s.all(p), get: (p) => s.get(p), run: (p) => s.run(p) };
+    return { sql, all: (p) => s.all(p), get: (p) => s.get(p), run: (p) => s.run(p), iterate: (p) => s.iterate(p) };
   };
   const tx = {
     run: (h, p) => h.run(p),

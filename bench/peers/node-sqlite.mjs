@@ -16,7 +16,7 @@ export async function open(path) {
   db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;');
   const prepare = (sql) => {
     const s = db.prepare(sql);
-    return { sql, all: (p) => s.all(...p), get: (p) => s.get(...p), run: (p) => s.run(...p) };
+    return { sql, all: (p) => s.all(...p), get: (p) => s.get(...p), run: (p) => s.run(...p), iterate: (p) => s.iterate(...p) };
   };
   // BEGIN/COMMIT around reused statements is the idiomatic transaction here.
   const inTx = (fn) => {

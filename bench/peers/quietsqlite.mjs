@@ -54,6 +54,7 @@ export async function open(path, options = {}) {
     all: (p) => db.select(sql, P(p)),
     get: (p) => db.selectOne(sql, P(p)),
     run: (p) => db.execute(sql, P(p)),
+    iterate: (p) => db.iterate(sql, P(p)),
   });
   const wrapTx = (t) => ({
     run: (h, p) => t.execute(h.sql, P(p)),

@@ -6,7 +6,10 @@ import {
   ErrorCodes,
   Transaction,
   type CallOptions,
+  type Diagnostics,
   type ExecuteResult,
+  type IterateOptions,
+  RowIterator,
   type IntMode,
   type OpenOptions,
   type QueryOptions,
@@ -77,6 +80,34 @@ export async function usage(): Promise<void> {
   const returned: User[] = result.rows;
   void changes, rowid, returned;
 
+  // rowMode 'array' gives arrays of values, on every method that returns rows.
+  const arrayRows: unknown[][] = await db.select('SELECT 1, 1', [], { rowMode: 'array' });
+  const arrayOne: unknown[] | undefined = await db.selectOne('SELECT 1', [], { rowMode: 'array', timeoutMs: 5 });
+  const returning: SqlValue[][] = (await db.execute('INSERT INTO users(name) VALUES (?) RETURNING id, id', ['x'], { rowMode: 'array' })).rows;
+  const objectsStill: Row[] = (await db.execute('DELETE FROM users RETURNING *', [], { rowMode: 'object' })).rows;
+  void arrayRows, arrayOne, returning, objectsStill;
+
+  // Streaming: an async iterator of rows, objects by default.
+  const iterOptions: IterateOptions = { chunkSize: 100, signal: ac.signal, timeoutMs: 1000 };
+  const it: RowIterator<User> = db.iterate<User>('SELECT * FROM users', [], iterOptions);
+  for await (const user of it) {
+    const name: string = user.name;
+    void name;
+  }
+  for await (const arr of db.iterate('SELECT id, id FROM users', undefined, { rowMode: 'array' })) {
+    const cellValue: SqlValue | undefined = arr[1];
+    void cellValue;
+  }
+  await db.iterate('SELECT 1')[Symbol.asyncDispose]();
+
+  const d: Diagnostics = await db.diagnostics();
+  const busy: number = d.readersBusy;
+  const inTx: boolean = d.inTransaction;
+  const skipped: number = d.liveQueries.skippedByHash;
+  void busy, inTx, skipped;
+  const dispose: () => Promise<void> = () => db[Symbol.asyncDispose]();
+  void dispose;
+
   const batch: { changes: number } = await db.executeBatch('INSERT INTO users(name) VALUES (?)', [['a'], ['b']]);
   void batch;
 
@@ -116,8 +147,12 @@ export async function usage(): Promise<void> {
   await db.select('SELECT 1', [], { rowMode: 'map' });
   // @ts-expect-error timeoutMs is a number
   await db.select('SELECT 1', [], { timeoutMs: '5' });
-  // @ts-expect-error execute takes no rowMode
-  await db.execute('SELECT 1', [], { rowMode: 'array' });
+  // @ts-expect-error executeBatch takes no rowMode
+  await db.executeBatch('SELECT 1', [[]], { rowMode: 'array' });
+  // @ts-expect-error rowMode 'array' rows have no named columns
+  (await db.select('SELECT 1 AS a', [], { rowMode: 'array' }))[0]?.['a'];
+  // @ts-expect-error chunkSize is a number
+  db.iterate('SELECT 1', [], { chunkSize: '5' });
   // @ts-expect-error selectBytes resolves with a Buffer, not rows
   const notRows: Row[] = await db.selectBytes('SELECT 1');
   // @ts-expect-error the constructor is private: use Database.open

@@ -49,7 +49,7 @@ impl Ticket {
         self.state.store(DONE, Ordering::Release);
     }
 
-    fn cancel(&self) -> CancelOutcome {
+    pub(crate) fn cancel(&self) -> CancelOutcome {
         let mut seen = self.state.load(Ordering::Acquire);
         loop {
             let (next, outcome) = match seen {

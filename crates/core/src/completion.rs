@@ -17,6 +17,10 @@ pub enum Output {
     Done,
     /// New rows for a live query (`id` is the stream's subscription id).
     Emission(EncodedRows),
+    /// One chunk of an iterator's rows; `done`: it was the last.
+    Chunk { rows: EncodedRows, done: bool },
+    /// What `Database::diagnostics` reports.
+    Diagnostics(Box<crate::diagnostics::Diagnostics>),
 }
 
 #[derive(Debug)]

@@ -12,7 +12,8 @@ use std::time::Duration;
 use crate::writer::{ChangeListener, WriteJob, WriteKind, Writer, WriterMsg};
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use rusqlite::Connection;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::iterate::{IterateJob, Iterators};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 pub struct Database {
@@ -27,6 +28,9 @@ pub struct Database {
     location: Location,
     abandoner: Abandoner,
     cancellation: Arc<Cancellation>,
+    iterators: Arc<Iterators>,
+    /// Readers running something now (diagnostics).
+    busy: Arc<AtomicUsize>,
 }
 
 /// Ends a database whose owner is gone without `close()` (a terminated Worker's env
@@ -40,6 +44,7 @@ pub struct Abandoner {
     location: Location,
     live: LiveQueries,
     cancellation: Arc<Cancellation>,
+    iterators: Arc<Iterators>,
 }
 
 impl Abandoner {
@@ -50,6 +55,8 @@ impl Abandoner {
             return;
         }
         self.live.stop();
+        // A reader held by an iterator must come back to its queue to stop.
+        self.iterators.end_all(Error::Closed("the database was closed while this iterator was open".into()));
         // A statement that would never end (a runaway query) must not keep the threads.
         self.cancellation.stop_all();
         let location = self.location.clone();
@@ -75,6 +82,10 @@ impl Database {
         let tracking = Arc::new(AtomicBool::new(false));
         let cancellation = Arc::new(Cancellation::default());
         let thread_cancellation = cancellation.clone();
+        let iterators = Arc::new(Iterators::default());
+        let thread_iterators = iterators.clone();
+        let busy = Arc::new(AtomicUsize::new(0));
+        let thread_busy = busy.clone();
         let location = Location::resolve(&opts.path)?;
         location.check_shareable()?;
         let poll_target = match (&location.temporary, readonly) {
@@ -98,7 +109,7 @@ impl Database {
             .spawn(move || {
                 let loc = thread_location;
                 let mut opts = opts;
-                let started = start(&loc, &opts, reader_rx, thread_sink.clone(), &thread_cancellation);
+                let started = start(&loc, &opts, reader_rx, thread_sink.clone(), &thread_cancellation, &thread_busy);
                 let writer = match started {
                     Ok(None) => {
                         thread_sink.complete(Completion { id: open_id, result: Ok(Output::Done) });
@@ -119,6 +130,7 @@ impl Database {
                             thread_cancellation,
                             opts.external_checkpoints,
                             reopen,
+                            thread_iterators,
                         )
                     }
                     Err(e) => Err(e),
@@ -145,6 +157,7 @@ impl Database {
             location: location.clone(),
             live: live.clone(),
             cancellation: cancellation.clone(),
+            iterators: iterators.clone(),
         };
         Ok(Database {
             readers: reader_tx,
@@ -157,6 +170,8 @@ impl Database {
             location,
             abandoner,
             cancellation,
+            iterators,
+            busy,
         })
     }
 
@@ -221,6 +236,62 @@ impl Database {
         self.cancellation.cancel(id)
     }
 
+    /// Opens an iterator: a reader steps its first chunk, then one more each time
+    /// `iterate_next` asks; chunks arrive as `Output::Chunk` completions with the job's id.
+    /// Refused (RangeError) when it would leave no reader free for other reads.
+    pub fn iterate(&self, job: IterateJob) -> Result<()> {
+        self.check_open()?;
+        let id = job.id;
+        let queued = crate::iterate::queue(job, &self.iterators, self.reader_count, &self.cancellation)?;
+        let ticket = queued.ticket.clone();
+        self.readers.send(ReaderMsg::Iterate(Box::new(queued))).map_err(|_| {
+            self.iterators.end(id);
+            self.cancellation.unregister(id, &ticket);
+            closed_by_failure()
+        })
+    }
+
+    /// The front end started handing out the last chunk: step the next one.
+    pub fn iterate_next(&self, id: RequestId) {
+        self.iterators.next(id);
+    }
+
+    /// Ends an iterator early (break, return(), abort, collected): a chunk being stepped is
+    /// interrupted, the statement and its read transaction end, the reader is free again.
+    pub fn iterate_end(&self, id: RequestId) {
+        self.iterators.end(id);
+    }
+
+    /// Rows stepped so far by open iterator `id` (tests: the backpressure is observable).
+    pub fn iterate_stepped(&self, id: RequestId) -> Option<u64> {
+        self.iterators.stepped(id)
+    }
+
+    /// Completes `id` with `Output::Diagnostics`: the counts as they are now, and the file's
+    /// numbers measured by a reader (queued like a read; never waits for the writer).
+    pub fn diagnostics(&self, id: RequestId) -> Result<()> {
+        self.check_open()?;
+        let (groups, subscribers, reruns, skipped) = self.live.counts();
+        let base = crate::diagnostics::Diagnostics {
+            readers: self.reader_count as u32,
+            readers_busy: self.busy.load(Ordering::Acquire) as u32,
+            queued_reads: self.readers.len() as u32,
+            queued_writes: self.writer.len() as u32,
+            live_groups: groups as u32,
+            live_subscribers: subscribers as u32,
+            live_reruns: reruns,
+            live_skipped_by_hash: skipped,
+            ..Default::default()
+        };
+        let sink = self.sink.clone();
+        let task: reader::ReaderTask = Box::new(move |conn| {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::diagnostics::measure(conn, base)))
+                .unwrap_or_else(|p| Err(Error::Internal(crate::completion::panic_message(p))));
+            sink.complete(Completion { id, result: result.map(|d| Output::Diagnostics(Box::new(d))) });
+        });
+        self.readers.send(ReaderMsg::Task(task)).map_err(|_| closed_by_failure())
+    }
+
     /// Subscribes to a live query; emissions and errors arrive with `id`.
     pub fn subscribe(&self, id: RequestId, sql: String, params: Params, max_delay: Duration) -> Result<()> {
         self.check_open()?;
@@ -265,6 +336,8 @@ impl Database {
     pub fn close(&self, id: RequestId) {
         self.closed.store(true, Ordering::Release);
         self.live.stop();
+        // Readers held by iterators come back to their queue (and take their Stop there).
+        self.iterators.end_all(Error::Closed("the database was closed while this iterator was open".into()));
         let sink = self.sink.clone();
         let location = self.location.clone();
         let countdown = Countdown::new(1 + self.reader_count, move || {
@@ -309,16 +382,18 @@ fn start(
     reader_rx: Receiver<ReaderMsg>,
     sink: Arc<dyn CompletionSink>,
     cancellation: &Arc<Cancellation>,
+    busy: &Arc<AtomicUsize>,
 ) -> Result<Option<Connection>> {
     let writer = if opts.readonly { None } else { Some(open_writer(loc, opts)?) };
     let readers = (0..opts.readers).map(|_| open_reader(loc, opts)).collect::<Result<Vec<_>>>()?;
     for (i, mut conn) in readers.into_iter().enumerate() {
         let rx = reader_rx.clone();
         let s = sink.clone();
+        let b = busy.clone();
         let watch = Watch::install(&mut conn, cancellation.clone())?;
         std::thread::Builder::new()
             .name(format!("quietsqlite-reader-{i}"))
-            .spawn(move || reader::run(conn, watch, rx, s))
+            .spawn(move || reader::run(conn, watch, rx, s, b))
             .map_err(|e| Error::Internal(format!("could not start a reader thread: {e}")))?;
     }
     Ok(writer)

@@ -122,6 +122,11 @@ impl RowEncoder {
         self.rows
     }
 
+    /// About how many bytes the encoding holds so far (what a chunk's size is measured by).
+    pub fn approx_bytes(&self) -> usize {
+        self.tags.len() + 8 * (self.nums.len() + self.bigs.len()) + self.text.len() + self.blobs.len()
+    }
+
     /// Adds one row from a stepped statement.
     pub fn push_row(&mut self, row: &rusqlite::Row<'_>) {
         for i in 0..self.cols {

@@ -84,6 +84,8 @@ struct State {
     stopped: bool,
     /// Re-runs started, for tests and statistics.
     runs: u64,
+    /// Re-runs whose rows hashed the same as the last result (nothing new was sent).
+    skipped_by_hash: u64,
 }
 
 enum Delivery {
@@ -250,6 +252,12 @@ impl LiveQueries {
         self.shared.wake.notify_all();
     }
 
+    /// `(groups, subscribers, re-runs started, re-runs skipped by hash)` (diagnostics).
+    pub fn counts(&self) -> (usize, usize, u64, u64) {
+        let st = self.shared.lock();
+        (st.groups.len(), st.subs.len(), st.runs, st.skipped_by_hash)
+    }
+
     /// Number of live groups and re-runs started so far (for tests).
     pub fn stats(&self) -> (usize, u64) {
         let st = self.shared.lock();
@@ -408,6 +416,7 @@ impl Shared {
     fn finish(self: &Arc<Self>, gid: GroupId, outcome: Result<EncodedRows>, took: Duration) {
         let mut deliveries = Vec::new();
         let mut st = self.lock();
+        let mut skipped = false;
         let Some(g) = st.groups.get_mut(&gid) else { return };
         g.running = false;
         g.last_run = took;
@@ -415,7 +424,9 @@ impl Shared {
             Ok(rows) => {
                 let hash = xxhash_rust::xxh3::xxh3_64(&rows.bytes);
                 let same = g.last.as_ref().is_some_and(|l| l.hash == hash && l.rows == rows.rows);
-                if !same {
+                if same {
+                    skipped = true;
+                } else {
                     g.last = Some(Last { hash, rows: rows.rows, bytes: Arc::new(rows.bytes) });
                 }
                 let last = g.last.as_ref().expect("set above");
@@ -449,6 +460,9 @@ impl Shared {
             } else {
                 self.start_if_idle(&mut st, gid);
             }
+        }
+        if skipped {
+            st.skipped_by_hash += 1;
         }
         drop(st);
         self.send(deliveries);

@@ -33,7 +33,7 @@ pub enum ReadOutput {
     Json(Vec<u8>),
 }
 
-fn prepare<'c>(conn: &'c Connection, sql: &str) -> Result<rusqlite::CachedStatement<'c>> {
+pub(crate) fn prepare<'c>(conn: &'c Connection, sql: &str) -> Result<rusqlite::CachedStatement<'c>> {
     require_statement(sql)?;
     require_one_statement(conn, sql)?;
     conn.prepare_cached(sql).map_err(|e| Error::from(e).with_sql(sql))

@@ -11,6 +11,7 @@ use crate::value::Params;
 use crossbeam_channel::Receiver;
 use rusqlite::Connection;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 pub struct ReadJob {
@@ -28,6 +29,8 @@ pub type ReaderTask = Box<dyn FnOnce(&Connection) + Send>;
 pub(crate) enum ReaderMsg {
     Read(ReadJob, Option<Arc<Ticket>>),
     Task(ReaderTask),
+    /// An iterator: holds this reader until it ends (see `iterate`).
+    Iterate(Box<crate::iterate::Queued>),
     /// Test hook: proves a panic becomes an error, not a crash.
     Panic(RequestId),
     Stop(Arc<Countdown>),
@@ -155,8 +158,31 @@ fn next_message(queue: &Receiver<ReaderMsg>, spin: std::time::Duration) -> Optio
     queue.recv().ok()
 }
 
-pub(crate) fn run(mut conn: Connection, watch: Arc<Watch>, queue: Receiver<ReaderMsg>, sink: Arc<dyn CompletionSink>) {
+/// Counts a reader as busy while it holds one (`diagnostics().readersBusy`).
+struct Busy<'a>(&'a AtomicUsize);
+
+impl<'a> Busy<'a> {
+    fn new(n: &'a AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::AcqRel);
+        Busy(n)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+pub(crate) fn run(
+    mut conn: Connection,
+    watch: Arc<Watch>,
+    queue: Receiver<ReaderMsg>,
+    sink: Arc<dyn CompletionSink>,
+    busy: Arc<AtomicUsize>,
+) {
     while let Some(msg) = next_message(&queue, SPIN_WINDOW) {
+        let _busy = matches!(msg, ReaderMsg::Read(..) | ReaderMsg::Task(_) | ReaderMsg::Iterate(_)).then(|| Busy::new(&busy));
         match msg {
             ReaderMsg::Read(job, ticket) => {
                 let id = job.id;
@@ -175,6 +201,30 @@ pub(crate) fn run(mut conn: Connection, watch: Arc<Watch>, queue: Receiver<Reade
                 let result = crate::error::explain_interrupt(result, running.stopped());
                 drop(running);
                 sink.complete(Completion { id, result });
+            }
+            ReaderMsg::Iterate(q) => {
+                let id = q.job.id;
+                let running = match watch.start(id, Some(q.ticket.clone())) {
+                    Start::Run(r) => r,
+                    // Ended while queued: nothing ran.
+                    Start::Skip => {
+                        crate::iterate::skipped(&q, &sink);
+                        continue;
+                    }
+                    Start::Stopped => {
+                        q.registry.end(id);
+                        sink.complete(Completion { id, result: Err(crate::error::closed_by_force()) });
+                        continue;
+                    }
+                };
+                let panicked = catch_unwind(AssertUnwindSafe(|| {
+                    crate::iterate::serve(&conn, &q, &sink, || running.stopped())
+                }));
+                if let Err(p) = panicked {
+                    q.registry.end(id);
+                    sink.complete(Completion { id, result: Err(Error::Internal(panic_message(p))) });
+                }
+                drop(running);
             }
             ReaderMsg::Task(task) => {
                 // A task reports its own outcome; a panic in it must not kill the reader.

@@ -102,6 +102,8 @@ pub(crate) struct Writer {
     /// Whether the file is encrypted now, and with which cipher.
     encrypted: bool,
     cipher: Cipher,
+    /// Open iterators hold readers; a rekey ends them first (a parked reader holds nothing).
+    iterators: Arc<crate::iterate::Iterators>,
 }
 
 impl Writer {
@@ -116,6 +118,7 @@ impl Writer {
         cancellation: Arc<Cancellation>,
         external_checkpoints: bool,
         reopen: (Location, OpenOptions),
+        iterators: Arc<crate::iterate::Iterators>,
     ) -> Result<Self> {
         let (location, mut opts) = reopen;
         let encrypted = opts.encryption.is_some();
@@ -143,6 +146,7 @@ impl Writer {
             reopen: (location, opts),
             encrypted,
             cipher,
+            iterators,
         })
     }
 
@@ -362,6 +366,13 @@ impl Writer {
         // Encrypting a plaintext file leaves WAL mode for a moment: the readers close first.
         let close_first = !self.encrypted;
         let gate = Arc::new(RekeyGate::new(close_first));
+        // A reader held by an iterator would never take its gate message: the iterators end
+        // (their read transactions could not survive the reopen anyway).
+        self.iterators.end_all(Error::Sqlite {
+            code: rusqlite::ffi::SQLITE_ABORT,
+            message: "rekey() ended this iterator: the readers reopen with the new key".into(),
+            sql: None,
+        });
         for _ in 0..self.reader_count {
             if self.readers.send(ReaderMsg::Rekey(gate.clone())).is_err() {
                 return Err(crate::error::closed_by_force());

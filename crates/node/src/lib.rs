@@ -11,7 +11,7 @@ use napi::sys;
 use napi_derive::napi;
 use quietsqlite_core::connection::{Cipher, Key, OpenOptions};
 use quietsqlite_core::{
-    BatchSets, Database, Error as CoreError, Params, ReadFormat, ReadJob, TxMode, WriteJob, WriteKind,
+    BatchSets, Database, Error as CoreError, IterateJob, Params, ReadFormat, ReadJob, TxMode, WriteJob, WriteKind,
 };
 use sink::NodeSink;
 use std::sync::Arc;
@@ -94,6 +94,14 @@ fn throw_panic(env: &Env, payload: &(dyn std::any::Any + Send)) -> napi::Error {
 /// The most parameters one statement takes: the JS layer refuses longer lists with it.
 #[napi]
 pub const MAX_PARAMETERS: u32 = quietsqlite_core::MAX_PARAMETERS;
+
+/// `iterate()`'s rows per chunk when `chunkSize` is not given.
+#[napi]
+pub const DEFAULT_CHUNK_ROWS: u32 = quietsqlite_core::iterate::DEFAULT_CHUNK_ROWS;
+
+/// The largest `chunkSize` `iterate()` takes.
+#[napi]
+pub const MAX_CHUNK_ROWS: u32 = quietsqlite_core::iterate::MAX_CHUNK_ROWS;
 
 #[napi(object)]
 pub struct NativeOpenOptions {
@@ -375,6 +383,41 @@ impl NativeDatabase {
         })
     }
 
+    /// Opens an iterator (`db.iterate`): its chunks arrive as `[rows, done]` completions
+    /// with `id`; `chunk_rows` rows at most per chunk.
+    #[napi]
+    pub fn iterate(&self, env: Env, id: u32, sql: String, params: Unknown, chunk_rows: u32) -> Result<()> {
+        guard(&env, || {
+            // SAFETY: the JS thread, this call's env, and a value of this call.
+            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            self.db.iterate(IterateJob { id, sql, params, chunk_rows }).map_err(|e| core_error(&env, e))
+        })
+    }
+
+    /// The iterator started handing out its last chunk: the reader steps the next one.
+    #[napi]
+    pub fn iterate_next(&self, env: Env, id: u32) -> Result<()> {
+        guard(&env, || {
+            self.db.iterate_next(id);
+            Ok(())
+        })
+    }
+
+    /// Ends an iterator early; its reader is released.
+    #[napi]
+    pub fn iterate_end(&self, env: Env, id: u32) -> Result<()> {
+        guard(&env, || {
+            self.db.iterate_end(id);
+            Ok(())
+        })
+    }
+
+    /// `id` completes with the diagnostics object (see `db.diagnostics()`).
+    #[napi]
+    pub fn diagnostics(&self, env: Env, id: u32) -> Result<()> {
+        guard(&env, || self.db.diagnostics(id).map_err(|e| core_error(&env, e)))
+    }
+
     /// Subscribes a live query; emissions arrive as completions with `id` until unsubscribed.
     #[napi]
     pub fn subscribe(&self, env: Env, id: u32, sql: String, params: Unknown, max_delay_ms: u32) -> Result<()> {
@@ -423,6 +466,12 @@ impl NativeDatabase {
     pub fn live_stats(&self) -> Vec<f64> {
         let (groups, runs) = self.db.live().stats();
         vec![groups as f64, runs as f64]
+    }
+
+    /// Rows stepped so far by open iterator `id` (-1 when it is not open).
+    #[napi]
+    pub fn iterate_stepped(&self, id: u32) -> f64 {
+        self.db.iterate_stepped(id).map_or(-1.0, |n| n as f64)
     }
 
     /// EXPERIMENT (docs/experiments/001-result-path.md): rows built with Node-API calls.

@@ -375,6 +375,46 @@ pub unsafe fn completion_to_js(env: sys::napi_env, batch: sys::napi_value, at: u
     set(env, batch, at + 2, payload)
 }
 
+/// `db.diagnostics()`'s native part as an object (the JS layer adds what it knows itself).
+unsafe fn diagnostics_to_js(env: sys::napi_env, d: &quietsqlite_core::Diagnostics) -> NapiResult<sys::napi_value> {
+    let named = |obj: sys::napi_value, name: &std::ffi::CStr, v: sys::napi_value| -> NapiResult<()> {
+        // SAFETY: on the JS thread with this delivery's env; `obj` and `v` were made in it.
+        ok(unsafe { sys::napi_set_named_property(env, obj, name.as_ptr(), v) })
+    };
+    let mut obj = ptr::null_mut();
+    ok(sys::napi_create_object(env, &mut obj))?;
+    let mut version = ptr::null_mut();
+    ok(sys::napi_create_string_utf8(env, d.sqlite_version.as_ptr().cast(), d.sqlite_version.len() as isize, &mut version))?;
+    named(obj, c"sqliteVersion", version)?;
+    for (name, v) in [
+        (c"readers", d.readers as f64),
+        (c"readersBusy", d.readers_busy as f64),
+        (c"queuedReads", d.queued_reads as f64),
+        (c"queuedWrites", d.queued_writes as f64),
+        (c"pageSize", d.page_size as f64),
+        (c"pageCount", d.page_count as f64),
+        (c"freelistCount", d.freelist_count as f64),
+        (c"walBytes", d.wal_bytes as f64),
+        (c"cacheBytes", d.cache_bytes as f64),
+        (c"statementBytes", d.statement_bytes as f64),
+        (c"schemaBytes", d.schema_bytes as f64),
+    ] {
+        named(obj, name, number(env, v)?)?;
+    }
+    let mut live = ptr::null_mut();
+    ok(sys::napi_create_object(env, &mut live))?;
+    for (name, v) in [
+        (c"groups", d.live_groups as f64),
+        (c"subscribers", d.live_subscribers as f64),
+        (c"reruns", d.live_reruns as f64),
+        (c"skippedByHash", d.live_skipped_by_hash as f64),
+    ] {
+        named(live, name, number(env, v)?)?;
+    }
+    named(obj, c"liveQueries", live)?;
+    Ok(obj)
+}
+
 unsafe fn output_to_js(env: sys::napi_env, out: Output) -> NapiResult<sys::napi_value> {
     match out {
         Output::Read(ReadOutput::Rows(rows)) | Output::Emission(rows) => buffer(env, rows.bytes),
@@ -396,6 +436,16 @@ unsafe fn output_to_js(env: sys::napi_env, out: Output) -> NapiResult<sys::napi_
             Ok(arr)
         }
         Output::Batch { changes } => number(env, changes as f64),
+        Output::Chunk { rows, done } => {
+            let mut arr = ptr::null_mut();
+            ok(sys::napi_create_array_with_length(env, 2, &mut arr))?;
+            set(env, arr, 0, buffer(env, rows.bytes)?)?;
+            let mut flag = ptr::null_mut();
+            ok(sys::napi_get_boolean(env, done, &mut flag))?;
+            set(env, arr, 1, flag)?;
+            Ok(arr)
+        }
+        Output::Diagnostics(d) => diagnostics_to_js(env, &d),
         Output::Done => {
             let mut u = ptr::null_mut();
             ok(sys::napi_get_undefined(env, &mut u))?;
