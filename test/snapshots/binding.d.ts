@@ -47,6 +47,17 @@ export declare class NativeDatabase {
   dispose(): void
   /** Keeps the process alive while work is in flight, and lets it exit when idle. */
   keepAlive(on: boolean): void
+  /**
+   * Opens an iterator (`db.iterate`): its chunks arrive as `[rows, done]` completions
+   * with `id`; `chunk_rows` rows at most per chunk.
+   */
+  iterate(id: number, sql: string, params: unknown, chunkRows: number): void
+  /** The iterator started handing out its last chunk: the reader steps the next one. */
+  iterateNext(id: number): void
+  /** Ends an iterator early; its reader is released. */
+  iterateEnd(id: number): void
+  /** `id` completes with the diagnostics object (see `db.diagnostics()`). */
+  diagnostics(id: number): void
   /** Subscribes a live query; emissions arrive as completions with `id` until unsubscribed. */
   subscribe(id: number, sql: string, params: unknown, maxDelayMs: number): void
   /** The emission last delivered to subscription `id` was consumed. */
@@ -56,6 +67,8 @@ export declare class NativeDatabase {
   temporaryPath(): string | null
   /** `[groups, reruns]`: live-query statistics, for tests and benchmarks. */
   liveStats(): Array<number>
+  /** Rows stepped so far by open iterator `id` (-1 when it is not open). */
+  iterateStepped(id: number): number
   /** EXPERIMENT (docs/experiments/001-result-path.md): rows built with Node-API calls. */
   experimentNativeRows(encoded: Buffer): unknown
   /** A reader thread panics while serving request `id`. */
@@ -66,6 +79,12 @@ export declare class NativeDatabase {
    */
   panicOnJsThread(place: number): void
 }
+
+/** `iterate()`'s rows per chunk when `chunkSize` is not given. */
+export declare const DEFAULT_CHUNK_ROWS: number
+
+/** The largest `chunkSize` `iterate()` takes. */
+export declare const MAX_CHUNK_ROWS: number
 
 /** The most parameters one statement takes: the JS layer refuses longer lists with it. */
 export declare const MAX_PARAMETERS: number
