@@ -73,8 +73,9 @@ test('options are validated on every method: unknown keys, timeoutMs, signal', a
           await assert.rejects(call(), { name: 'TypeError', message: /signal must be an AbortSignal/ }, name);
         }
       }
-      // rowMode is an option of select/selectOne only.
-      await assert.rejects(x.execute('SELECT 1', [], { rowMode: 'array' }), TypeError);
+      // rowMode is an option of select/selectOne/execute only (issue 9 added execute).
+      await assert.rejects(x.executeBatch('SELECT 1', [[]], { rowMode: 'array' }), TypeError);
+      assert.deepEqual((await x.execute('SELECT 1 AS one', [], { rowMode: 'array' })).rows, [[1]]);
       await assert.rejects(x.selectBytes('SELECT 1', [], { rowMode: 'array' }), TypeError);
       assert.deepEqual(await x.select('SELECT 1 AS one', [], { rowMode: 'array', timeoutMs: 1000 }), [[1]]);
     }
