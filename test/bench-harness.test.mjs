@@ -97,7 +97,7 @@ describe('schedule', () => {
   });
 
   it('full runs measure at least 30 iterations except multi-second cases', () => {
-    const slow = new Set(['batch-10k', 'batch-100k', 'eld-idle', 'eld-10k', 'live-unchanged', 'live-fanout', 'live-keyed', 'mem-reads', 'mem-streams']);
+    const slow = new Set(['batch-10k', 'batch-100k', 'eld-idle', 'eld-10k', 'live-unchanged', 'live-fanout', 'live-keyed', 'mem-reads', 'mem-iterate', 'mem-streams']);
     for (const c of ALL_CASES) if (!slow.has(c.id)) assert.ok(counts(c, false).iterations >= 30, c.id);
   });
 });
