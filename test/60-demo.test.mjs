@@ -4,23 +4,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { Database } from '../dist/index.mjs';
+import { findChromium, launchOptions } from '../examples/demo/chromium.mjs';
 import { startDemo } from '../examples/demo/server.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-function findChromium() {
-  if (process.env.CHROMIUM_PATH) return existsSync(process.env.CHROMIUM_PATH) ? process.env.CHROMIUM_PATH : undefined;
-  for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
-    const r = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' });
-    const path = r.stdout?.trim();
-    if (r.status === 0 && path) return path;
-  }
-  return undefined;
-}
 const chromiumPath = findChromium();
 const noChromium = chromiumPath
   ? false
@@ -47,11 +38,7 @@ test('demo: a change in one page appears in the other, with the live queries\' s
   const demo = await startDemo({ port: 0 });
   let browser;
   try {
-    browser = await chromium.launch({
-      executablePath: chromiumPath,
-      // Chromium's sandbox refuses to run as root (CI containers).
-      args: process.getuid?.() === 0 ? ['--no-sandbox'] : [],
-    });
+    browser = await chromium.launch(launchOptions(chromiumPath));
     const context = await browser.newContext();
     const [a, b] = [await context.newPage(), await context.newPage()];
     const errors = [];
