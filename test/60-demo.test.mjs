@@ -86,8 +86,9 @@ test('demo: a change in one page appears in the other, with the live queries\' s
       await a.locator('#stat-groups', { hasText: /^3$/ }).waitFor(WAIT);
       const runs = Number(await a.locator('#stat-runs').textContent());
       const emissions = Number(await a.locator('#stat-emissions').textContent());
-      // 3 first runs; inserts and the delete re-run all three queries, the toggle two.
-      assert.ok(runs >= 3 + 3 * 3 + 2, `runs: ${runs}`);
+      // 3 first runs, then at least one re-run per write (writes that commit while a run
+      // is in progress share its next run, so the exact count depends on timing).
+      assert.ok(runs >= 3 + 4, `runs: ${runs}`);
       await a.waitForFunction(() => Number(document.getElementById('stat-skipped').textContent) >= 1, null, WAIT);
       assert.ok(emissions < runs, `emissions ${emissions} < runs ${runs}`);
     } else {
