@@ -77,17 +77,19 @@ async function startServer(driver, dbPath) {
     await exited;
     clearTimeout(timer);
   };
-  live.add(stop);
+  live.add(child);
   const line = await new Promise((resolve, reject) => {
     const rl = createInterface({ input: child.stdout });
     rl.once('line', resolve);
     child.once('exit', (code) => reject(new Error(`${driver} server exited (${code}) before listening`)));
   });
   const { port, version } = JSON.parse(line);
-  return { port, version, stop: async () => { live.delete(stop); await stop(); } };
+  return { port, version, stop: async () => { await stop(); live.delete(child); } };
 }
+// Servers also exit when their stdin closes (this process died); this covers a normal exit
+// through an error.
 const live = new Set();
-process.on('exit', () => { for (const s of live) s(); });
+process.on('exit', () => { for (const c of live) c.kill(); });
 
 /** One autocannon instance; latencies of requests tagged 'point' are collected here. */
 function load(port, requests, connections, seconds, sink) {
