@@ -131,3 +131,17 @@ test('demo: a bad port is refused with a message', async () => {
   assert.equal(r.status, 2);
   assert.match(r.stderr, /--port \(or PORT\) must be an integer/);
 });
+
+test('demo: a port in use is refused with a message, and the process ends', { timeout: 30_000 }, async () => {
+  const { createServer } = await import('node:http');
+  const blocker = createServer();
+  await new Promise((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  try {
+    const port = String(blocker.address().port);
+    const r = spawnSync(process.execPath, ['examples/demo/server.mjs', '--port', port], { cwd: root, encoding: 'utf8', timeout: 20_000 });
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, new RegExp(`port ${port} is in use`));
+  } finally {
+    blocker.close();
+  }
+});

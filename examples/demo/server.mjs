@@ -178,10 +178,19 @@ export async function startDemo({ port = 3000, host = '127.0.0.1', db: dbPath = 
     for (const res of clients) res.write(': keep-alive\n\n');
   }, 15_000);
 
-  await new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, resolve);
-  });
+  try {
+    await new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, resolve);
+    });
+  } catch (err) {
+    clearInterval(poll);
+    clearInterval(heartbeat);
+    for (const stop of stops) stop();
+    await db.close();
+    if (err.code === 'EADDRINUSE') throw new Error(`port ${port} is in use: choose another with --port or PORT (0 picks a free one)`);
+    throw err;
+  }
   const actual = server.address().port;
   let closing;
   return {
@@ -236,7 +245,13 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     console.error(`--port (or PORT) must be an integer from 0 to 65535, got ${JSON.stringify(values.port)}`);
     process.exit(2);
   }
-  const demo = await startDemo({ port, host: values.host, db: values.db });
+  let demo;
+  try {
+    demo = await startDemo({ port, host: values.host, db: values.db });
+  } catch (err) {
+    console.error(`demo: ${err.message}`);
+    process.exit(1);
+  }
   console.log(`quietsqlite demo: ${demo.url}  (open it in two tabs; Ctrl+C stops)`);
   const stop = () => demo.close().then(() => process.exit(0));
   process.once('SIGINT', stop);
