@@ -30,25 +30,10 @@ const STATIC = {
   '/style.css': ['style.css', 'text/css; charset=utf-8'],
 };
 
-/**
- * The live-query registry's own counters. `db.diagnostics()` (issue 9) reports them; until it
- * exists, an addon built with test hooks (`npm test`) gives groups and runs, and "skipped by
- * hash" is derived: every run that emitted nothing (the demo has one consumer per query).
- */
-async function registryStats(db, emitted) {
-  if (typeof db.diagnostics === 'function') {
-    const { liveQueries: q } = await db.diagnostics();
-    return { source: 'db.diagnostics()', groups: q.groups, runs: q.reruns, skippedByHash: q.skippedByHash };
-  }
-  const hook = db[Symbol.for('quietsqlite.liveStats')];
-  if (typeof hook !== 'function') return undefined;
-  let s;
-  try {
-    s = hook.call(db);
-  } catch {
-    return undefined; // the published addon has no test hooks
-  }
-  return { source: 'test hooks', groups: s.groups, runs: s.reruns, skippedByHash: Math.max(0, s.reruns - emitted) };
+/** The live-query registry's own counters, from `db.diagnostics()`. */
+async function registryStats(db) {
+  const { liveQueries: q } = await db.diagnostics();
+  return { source: 'db.diagnostics()', groups: q.groups, runs: q.reruns, skippedByHash: q.skippedByHash };
 }
 
 /** Starts the demo; resolves with { url, port, close() }. */
@@ -87,12 +72,11 @@ export async function startDemo({ port = 3000, host = '127.0.0.1', db: dbPath = 
 
   let lastStats = '';
   const statsNow = async () => {
-    const emitted = Object.values(emissions).reduce((a, b) => a + b, 0);
     return {
       pages: clients.size,
       writes: counts.writes,
       emissions: { ...emissions },
-      registry: (await registryStats(db, emitted)) ?? null,
+      registry: await registryStats(db),
       queries: QUERIES,
     };
   };
