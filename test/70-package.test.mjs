@@ -80,7 +80,9 @@ function runIn(cwd, cmd, args, extraEnv = {}) {
 before(() => {
   pkgs = tarballs();
   project = mkdtempSync(join(tmpdir(), 'quietsqlite-consumer-'));
-  env = { ...process.env, PATH: pathWithoutRust() };
+  env = { ...process.env };
+  for (const k of Object.keys(env)) if (/^path$/i.test(k)) delete env[k]; // Windows spells it Path
+  env.PATH = pathWithoutRust();
   delete env[OVERRIDE];
   delete env.npm_config_prefix; // npm run sets it for the repository; the consumer is its own project
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
