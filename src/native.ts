@@ -20,18 +20,12 @@ interface Binding {
 /** The environment variable naming a binary to load instead of any other. */
 export const OVERRIDE_VARIABLE = 'QUIETSQLITE_NATIVE_LIBRARY_PATH';
 
-/** The platforms a package is published for, as napi-rs names them (package.json "napi"). */
-const PUBLISHED = new Set([
-  'linux-x64-gnu',
-  'linux-x64-musl',
-  'linux-arm64-gnu',
-  'linux-arm64-musl',
-  'darwin-x64',
-  'darwin-arm64',
-  'win32-x64-msvc',
-]);
-
 const root = join(__dirname, '..');
+
+interface Manifest {
+  version: string;
+  optionalDependencies?: Record<string, string>;
+}
 
 /** musl or glibc: musl's ldd is a script naming musl; glibc's runtime shows in the report. */
 function linuxLibc(): 'gnu' | 'musl' {
@@ -104,10 +98,13 @@ function load(): Binding {
     }
   }
 
+  // The platform packages are the main package's optional dependencies: one list, package.json.
+  const manifest = require(join(root, 'package.json')) as Manifest;
   const triple = platformTriple();
+  const pkg = `quietsqlite-${triple}`;
+  const published = manifest.optionalDependencies?.[pkg] !== undefined;
   const tried: string[] = [];
-  if (PUBLISHED.has(triple)) {
-    const pkg = `quietsqlite-${triple}`;
+  if (published) {
     try {
       return require(pkg) as Binding;
     } catch (err) {
@@ -121,11 +118,11 @@ function load(): Binding {
   if (why === null && existsSync(local)) return require(local) as Binding;
   tried.push(why ?? `the build did not write ${local}`);
 
-  const version = (require(join(root, 'package.json')) as { version: string }).version;
+  const version = manifest.version;
   throw new Error(
     `quietsqlite: no native addon for this platform, ${triple} (${tried.join('; ')}). ` +
-      (PUBLISHED.has(triple)
-        ? `Install it with \`npm install quietsqlite-${triple}@${version}\` (or reinstall without --omit=optional / --no-optional), or build from source: `
+      (published
+        ? `Install it with \`npm install ${pkg}@${version}\` (or reinstall without --omit=optional / --no-optional), or build from source: `
         : 'Build it from source: ') +
       `clone the quietsqlite repository at v${version}, run \`npm install\` there (needs Rust 1.88+ and a C compiler), ` +
       `then set ${OVERRIDE_VARIABLE} to its native/quietsqlite.node. See docs/guides/packaging.md.`,
