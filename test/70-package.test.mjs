@@ -139,6 +139,16 @@ test('the platform tarball holds the stripped binary without test hooks, with os
   if (process.platform === 'linux') assert.equal(elfSectionsOfType(binary, 2), 0, 'the binary is stripped (no SHT_SYMTAB section)');
 });
 
+test('every platform directory in npm/ is an optional dependency at the same version, and only those', () => {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+  const dirs = readdirSync(join(root, 'npm')).sort();
+  assert.equal(dirs.length, pkg.napi.targets.length, 'one npm/ directory per napi target');
+  const names = dirs.map((d) => JSON.parse(readFileSync(join(root, 'npm', d, 'package.json'), 'utf8')));
+  for (const m of names) assert.equal(m.version, pkg.version, `${m.name} has the main package's version`);
+  assert.deepEqual(Object.keys(pkg.optionalDependencies).sort(), names.map((m) => m.name).sort());
+  for (const v of Object.values(pkg.optionalDependencies)) assert.equal(v, pkg.version);
+});
+
 test('ESM: import from the installed package', () => {
   writeFileSync(join(project, 'esm.mjs'), `
 import { Database, SqliteError } from 'quietsqlite';
