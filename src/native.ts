@@ -1,6 +1,13 @@
-// Loads the compiled addon. It is built from source by `npm install` into native/.
+// Loads the compiled addon. The order, and why: docs/guides/packaging.md.
+//   1. QUIETSQLITE_NATIVE_LIBRARY_PATH, when set (and then nothing else);
+//   2. a local build, native/quietsqlite.node (a source checkout after `npm run build`);
+//   3. the platform package (quietsqlite-<platform>-<arch>[-<libc>], an optional dependency);
+//   4. in a source checkout with a Rust toolchain: builds native/ from source, then loads it.
+// Otherwise it throws an Error naming the platform and what to do.
 import type { NativeDatabase as NativeDatabaseClass, NativeOpenOptions } from '../native/binding';
-import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 
 export type { NativeOpenOptions };
 export type NativeDatabase = NativeDatabaseClass;
@@ -12,18 +19,116 @@ interface Binding {
   MAX_CHUNK_ROWS: number;
 }
 
-function load(): Binding {
-  const path = join(__dirname, '..', 'native', 'quietsqlite.node');
+/** The environment variable naming a binary to load instead of any other. */
+export const OVERRIDE_VARIABLE = 'QUIETSQLITE_NATIVE_LIBRARY_PATH';
+
+const root = join(__dirname, '..');
+
+interface Manifest {
+  version: string;
+  optionalDependencies?: Record<string, string>;
+}
+
+/** musl or glibc: musl's ldd is a script naming musl; glibc's runtime shows in the report. */
+function linuxLibc(): 'gnu' | 'musl' {
   try {
-    return require(path) as Binding;
-  } catch (err) {
-    const e = err as Error;
-    throw new Error(
-      `quietsqlite: could not load the native addon at ${path} (${e.message}). ` +
-        'It is built from source by `npm install`; run `npm run build` to build it again.',
-      { cause: err },
-    );
+    if (readFileSync('/usr/bin/ldd', 'utf8').includes('musl')) return 'musl';
+  } catch {
+    // No readable ldd (minimal images): ask Node which C library it runs on.
   }
+  const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
+  return header?.glibcVersionRuntime ? 'gnu' : 'musl';
+}
+
+/** This process's platform in napi-rs's naming, e.g. linux-x64-gnu, darwin-arm64, win32-x64-msvc. */
+export function platformTriple(): string {
+  const { platform, arch } = process;
+  if (platform === 'linux') return `${platform}-${arch}-${linuxLibc()}`;
+  if (platform === 'win32') return `${platform}-${arch}-msvc`;
+  return `${platform}-${arch}`;
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message.split('\n')[0] : String(err);
+}
+
+function notFound(err: unknown, request: string): boolean {
+  const e = err as NodeJS.ErrnoException;
+  return e?.code === 'MODULE_NOT_FOUND' && e.message.includes(`'${request}'`);
+}
+
+/** In a source checkout (the Rust sources beside dist/) with cargo on PATH: builds native/ the
+ * way `npm run build:native` does. Returns why it did not, or null when it built. */
+function buildFromSource(): string | null {
+  if (!existsSync(join(root, 'Cargo.toml')) || !existsSync(join(root, 'crates', 'node'))) {
+    return 'no Rust sources here (the npm package does not carry them)';
+  }
+  const cargo = spawnSync('cargo', ['--version'], { encoding: 'utf8' });
+  if (cargo.status !== 0) return 'no Rust toolchain (cargo) on PATH';
+  let cli: string;
+  try {
+    const manifest = require.resolve('@napi-rs/cli/package.json', { paths: [root] });
+    cli = join(manifest, '..', (require(manifest) as { bin: { napi: string } }).bin.napi);
+  } catch {
+    return '@napi-rs/cli is not installed (run `npm install` in the checkout)';
+  }
+  process.stderr.write(`quietsqlite: building the native addon from source in ${root} (once; a few minutes)\n`);
+  const args = [cli, 'build', '--release', '--manifest-path', 'crates/node/Cargo.toml',
+    '--package-json-path', 'package.json', '--output-dir', 'native', '--dts', 'binding.d.ts'];
+  const r = spawnSync(process.execPath, args, { cwd: root, stdio: ['ignore', 2, 2] });
+  return r.status === 0 ? null : `building from source failed (exit ${r.status ?? r.signal})`;
+}
+
+function load(): Binding {
+  const override = process.env[OVERRIDE_VARIABLE];
+  if (override) {
+    // An explicit choice: never fall back to another binary behind the user's back.
+    const path = resolve(override);
+    try {
+      return require(path) as Binding;
+    } catch (err) {
+      throw new Error(`quietsqlite: could not load the native addon at ${path}, named by ${OVERRIDE_VARIABLE} (${describe(err)}).`, { cause: err });
+    }
+  }
+
+  const local = join(root, 'native', 'quietsqlite.node');
+  if (existsSync(local)) {
+    try {
+      return require(local) as Binding;
+    } catch (err) {
+      throw new Error(`quietsqlite: could not load the local build at ${local} (${describe(err)}). Run \`npm run build\` to build it again.`, { cause: err });
+    }
+  }
+
+  // The platform packages are the main package's optional dependencies: one list, package.json.
+  const manifest = require(join(root, 'package.json')) as Manifest;
+  const triple = platformTriple();
+  const pkg = `quietsqlite-${triple}`;
+  const published = manifest.optionalDependencies?.[pkg] !== undefined;
+  const tried: string[] = [];
+  if (published) {
+    try {
+      return require(pkg) as Binding;
+    } catch (err) {
+      tried.push(notFound(err, pkg) ? `the package ${pkg} is not installed` : `the package ${pkg} did not load (${describe(err)})`);
+    }
+  } else {
+    tried.push(`no prebuilt package is published for ${triple}`);
+  }
+
+  const why = buildFromSource();
+  if (why === null && existsSync(local)) return require(local) as Binding;
+  tried.push(why ?? `the build did not write ${local}`);
+
+  const version = manifest.version;
+  throw new Error(
+    `quietsqlite: no native addon for this platform, ${triple} (${tried.join('; ')}). ` +
+      (published
+        ? `Install it with \`npm install ${pkg}@${version}\` (or reinstall without --omit=optional / --no-optional), or build from source: `
+        : 'Build it from source: ') +
+      `clone the quietsqlite repository at v${version}, run \`npm install\` there (needs Rust 1.88+ and a C compiler), ` +
+      `then set ${OVERRIDE_VARIABLE} to its native/quietsqlite.node. See docs/guides/packaging.md.`,
+  );
 }
 
 export const binding: Binding = load();

@@ -1,0 +1,239 @@
+// The published packages as a user gets them: `npm run package` (or its tarballs when they are
+// newer than every input), both tarballs installed offline into a fresh project with no Rust
+// toolchain on PATH, the driver used from ESM, CommonJS and type-checked TypeScript.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync, cpSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const onWindows = process.platform === 'win32';
+const OVERRIDE = 'QUIETSQLITE_NATIVE_LIBRARY_PATH';
+const TEST_HOOK_NAMES = ['panicForTests', 'panicOnJsThread', 'liveStats'];
+
+/** This machine's napi platform name, worked out here independently of the loader. */
+function expectedTriple() {
+  if (process.platform === 'linux') {
+    const libc = process.report.getReport().header.glibcVersionRuntime ? 'gnu' : 'musl';
+    return `linux-${process.arch}-${libc}`;
+  }
+  return process.platform === 'win32' ? `win32-${process.arch}-msvc` : `${process.platform}-${process.arch}`;
+}
+
+/** PATH without any directory holding cargo or rustc, with this Node first. */
+function pathWithoutRust() {
+  const exe = (n) => (onWindows ? `${n}.exe` : n);
+  const dirs = (process.env.PATH ?? '').split(delimiter).filter((d) => d && !existsSync(join(d, exe('cargo'))) && !existsSync(join(d, exe('rustc'))));
+  return [dirname(process.execPath), ...dirs].join(delimiter);
+}
+
+function newestMtime(p) {
+  if (!existsSync(p)) return 0;
+  const s = statSync(p);
+  if (!s.isDirectory()) return s.mtimeMs;
+  return Math.max(s.mtimeMs, ...readdirSync(p).map((n) => newestMtime(join(p, n))));
+}
+
+/** The tarballs: reused when .packages/packages.json is newer than every input, else rebuilt. */
+function tarballs() {
+  const record = join(root, '.packages', 'packages.json');
+  const inputs = ['src', 'crates', 'npm', 'docs', 'examples', 'Cargo.toml', 'Cargo.lock', 'package.json', 'README.md', 'LICENSE', 'scripts/package.mjs'];
+  const fresh = existsSync(record) && statSync(record).mtimeMs > Math.max(...inputs.map((p) => newestMtime(join(root, p))));
+  if (!fresh) {
+    const r = spawnSync('npm', ['run', 'package'], { cwd: root, encoding: 'utf8', shell: onWindows });
+    assert.equal(r.status, 0, `npm run package failed:\n${r.stdout}\n${r.stderr}`);
+  }
+  const info = JSON.parse(readFileSync(record, 'utf8'));
+  assert.ok(existsSync(info.main) && existsSync(info.platform), 'both tarballs exist');
+  return info;
+}
+
+/** The files of an installed package (npm unpacks the tarball as it is: these are its files). */
+function installedFiles(name, dir = join(project, 'node_modules', name), prefix = '') {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? installedFiles(name, join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`],
+  );
+}
+
+/** How many section headers of an ELF64 little-endian file have type `type` (2: SHT_SYMTAB). */
+function elfSectionsOfType(elf, type) {
+  assert.equal(elf.readUInt32BE(0), 0x7f454c46, 'an ELF file');
+  const shoff = Number(elf.readBigUInt64LE(0x28));
+  const size = elf.readUInt16LE(0x3a);
+  const count = elf.readUInt16LE(0x3c);
+  let n = 0;
+  for (let i = 0; i < count; i++) if (elf.readUInt32LE(shoff + i * size + 4) === type) n++;
+  return n;
+}
+
+let pkgs;
+let project;
+let env;
+
+function runIn(cwd, cmd, args, extraEnv = {}) {
+  return spawnSync(cmd, args, { cwd, encoding: 'utf8', env: { ...env, ...extraEnv }, shell: onWindows && cmd === 'npm' });
+}
+
+before(() => {
+  pkgs = tarballs();
+  project = mkdtempSync(join(tmpdir(), 'quietsqlite-consumer-'));
+  env = { ...process.env };
+  for (const k of Object.keys(env)) if (/^path$/i.test(k)) delete env[k]; // Windows spells it Path
+  env.PATH = pathWithoutRust();
+  delete env[OVERRIDE];
+  delete env.npm_config_prefix; // npm run sets it for the repository; the consumer is its own project
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
+  const r = runIn(project, 'npm', ['install', '--offline', '--no-audit', '--no-fund', pkgs.main, pkgs.platform]);
+  assert.equal(r.status, 0, `npm install failed:\n${r.stdout}\n${r.stderr}`);
+});
+
+after(() => {
+  if (project) rmSync(project, { recursive: true, force: true });
+});
+
+test('the consumer has no Rust toolchain on PATH', () => {
+  const r = spawnSync('cargo', ['--version'], { env, encoding: 'utf8' });
+  assert.ok(r.error || r.status !== 0, 'cargo must not run with this PATH');
+});
+
+test('the main tarball holds dist, types, LICENSE, README and the docs it links to, and nothing else', () => {
+  const files = installedFiles('quietsqlite');
+  for (const f of ['package.json', 'LICENSE', 'README.md', 'dist/index.js', 'dist/index.mjs', 'dist/index.d.ts', 'native/binding.d.ts']) {
+    assert.ok(files.includes(f), `${f} is packed`);
+  }
+  for (const f of files) {
+    assert.match(f, /^(package\.json|LICENSE|README\.md|dist\/[^/]+\.(js|mjs|d\.ts)|native\/binding\.d\.ts|docs\/.+\.md|examples\/quickstart\.mjs)$/, `${f} does not belong in the package`);
+  }
+  // Every relative link of the README resolves inside the package, except the benchmark
+  // material, which stays in the repository (docs/decisions.md, "What the npm package carries").
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  for (const [, target] of readme.matchAll(/\]\(([^)#\s]+)[^)]*\)/g)) {
+    if (/^[a-z]+:/.test(target) || target.startsWith('bench/')) continue;
+    const t = target.replace(/\/$/, '');
+    assert.ok(files.some((f) => f === t || f.startsWith(`${t}/`)), `README links ${target}, which is packed`);
+  }
+  const manifest = JSON.parse(readFileSync(join(project, 'node_modules', 'quietsqlite', 'package.json'), 'utf8'));
+  assert.equal(manifest.license, 'MIT');
+  assert.equal(manifest.dependencies, undefined, 'no runtime dependencies');
+  assert.equal(manifest.scripts, undefined, 'no install-time scripts');
+});
+
+test('the platform tarball holds the stripped binary without test hooks, with os/cpu/libc', () => {
+  const triple = expectedTriple();
+  assert.equal(pkgs.triple, triple);
+  const node = `quietsqlite.${triple}.node`;
+  assert.deepEqual(installedFiles(`quietsqlite-${triple}`).sort(), ['LICENSE', 'README.md', node, 'package.json'].sort());
+  const dir = join(project, 'node_modules', `quietsqlite-${triple}`);
+  const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+  assert.equal(manifest.main, node);
+  assert.deepEqual(manifest.os, [process.platform]);
+  assert.deepEqual(manifest.cpu, [process.arch]);
+  if (process.platform === 'linux') assert.deepEqual(manifest.libc, [triple.split('-')[2] === 'gnu' ? 'glibc' : 'musl']);
+  const main = JSON.parse(readFileSync(join(project, 'node_modules', 'quietsqlite', 'package.json'), 'utf8'));
+  assert.equal(main.optionalDependencies[manifest.name], main.version, 'the main package names it at its own version');
+  const binary = readFileSync(join(dir, node));
+  for (const name of TEST_HOOK_NAMES) assert.ok(!binary.includes(name), `the binary has no test hook ${name}`);
+  if (process.platform === 'linux') assert.equal(elfSectionsOfType(binary, 2), 0, 'the binary is stripped (no SHT_SYMTAB section)');
+});
+
+test('every platform directory in npm/ is an optional dependency at the same version, and only those', () => {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+  const dirs = readdirSync(join(root, 'npm')).sort();
+  assert.equal(dirs.length, pkg.napi.targets.length, 'one npm/ directory per napi target');
+  const names = dirs.map((d) => JSON.parse(readFileSync(join(root, 'npm', d, 'package.json'), 'utf8')));
+  for (const m of names) assert.equal(m.version, pkg.version, `${m.name} has the main package's version`);
+  assert.deepEqual(Object.keys(pkg.optionalDependencies).sort(), names.map((m) => m.name).sort());
+  for (const v of Object.values(pkg.optionalDependencies)) assert.equal(v, pkg.version);
+});
+
+test('ESM: import from the installed package', () => {
+  writeFileSync(join(project, 'esm.mjs'), `
+import { Database, SqliteError } from 'quietsqlite';
+const db = await Database.open(':memory:');
+await db.execute('CREATE TABLE t(a TEXT)');
+await db.execute('INSERT INTO t VALUES (?)', ['from esm']);
+const rows = await db.select('SELECT a FROM t');
+let typed = false;
+try { await db.select('SELECT nope FROM t'); } catch (e) { typed = e instanceof SqliteError; }
+await db.close();
+console.log(JSON.stringify({ rows, typed }));
+`);
+  const r = runIn(project, process.execPath, ['esm.mjs']);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout), { rows: [{ a: 'from esm' }], typed: true });
+});
+
+test('CommonJS: require the installed package', () => {
+  writeFileSync(join(project, 'cjs.cjs'), `
+const { Database } = require('quietsqlite');
+(async () => {
+  const db = await Database.open(':memory:');
+  const rows = await db.select('SELECT ? AS n', [41 + 1]);
+  await db.close();
+  console.log(JSON.stringify(rows));
+})();
+`);
+  const r = runIn(project, process.execPath, ['cjs.cjs']);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout), [{ n: 42 }]);
+});
+
+test('TypeScript: type-checks against the installed types (tsc from this repository) and runs', () => {
+  writeFileSync(join(project, 'app.ts'), `
+import { Database, SqliteError, type Row } from 'quietsqlite';
+
+async function main(): Promise<void> {
+  const db: Database = await Database.open(':memory:');
+  const rows: Row[] = await db.select('SELECT 1 AS one');
+  // @ts-expect-error: the SQL must be a string (if the types were any, this line would fail tsc)
+  await db.select(42).catch(() => undefined);
+  const isError: boolean = new SqliteError('m', 'SQLITE_ERROR', 1) instanceof Error;
+  await db.close();
+  console.log(JSON.stringify({ rows, isError }));
+}
+void main();
+`);
+  writeFileSync(join(project, 'tsconfig.json'), JSON.stringify({
+    compilerOptions: {
+      target: 'ES2022', module: 'nodenext', moduleResolution: 'nodenext', strict: true, skipLibCheck: false,
+      types: ['node'], typeRoots: [join(root, 'node_modules', '@types')], outDir: 'out',
+    },
+    files: ['app.ts'],
+  }));
+  const tsc = runIn(project, process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json']);
+  assert.equal(tsc.status, 0, `tsc failed:\n${tsc.stdout}\n${tsc.stderr}`);
+  const r = runIn(project, process.execPath, [join('out', 'app.js')]);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout), { rows: [{ one: 1 }], isError: true });
+});
+
+test('without its platform package the loader fails naming the platform and what to do; the override loads a binary', () => {
+  const triple = expectedTriple();
+  const bare = mkdtempSync(join(tmpdir(), 'quietsqlite-bare-'));
+  try {
+    mkdirSync(join(bare, 'node_modules'));
+    cpSync(join(project, 'node_modules', 'quietsqlite'), join(bare, 'node_modules', 'quietsqlite'), { recursive: true });
+    const load = "require('quietsqlite'); console.log('loaded')";
+    const failed = runIn(bare, process.execPath, ['-e', load]);
+    assert.notEqual(failed.status, 0);
+    assert.match(failed.stderr, new RegExp(`no native addon for this platform, ${triple}`));
+    assert.match(failed.stderr, new RegExp(`npm install quietsqlite-${triple}@`));
+    assert.match(failed.stderr, /no Rust sources here/);
+    assert.match(failed.stderr, new RegExp(OVERRIDE));
+
+    const binary = join(project, 'node_modules', `quietsqlite-${triple}`, `quietsqlite.${triple}.node`);
+    const overridden = runIn(bare, process.execPath, ['-e', load], { [OVERRIDE]: binary });
+    assert.equal(overridden.status, 0, overridden.stderr);
+    assert.equal(overridden.stdout.trim(), 'loaded');
+
+    const missing = join(bare, 'nowhere', 'quietsqlite.node');
+    const wrong = runIn(bare, process.execPath, ['-e', load], { [OVERRIDE]: missing });
+    assert.notEqual(wrong.status, 0);
+    assert.ok(wrong.stderr.includes(`could not load the native addon at ${missing}, named by ${OVERRIDE}`), wrong.stderr);
+  } finally {
+    rmSync(bare, { recursive: true, force: true });
+  }
+});
