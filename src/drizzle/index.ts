@@ -14,10 +14,10 @@ import {
 } from 'drizzle-orm';
 import type { BatchItem, BatchResponse } from 'drizzle-orm/batch';
 import { BaseSQLiteDatabase, SQLiteAsyncDialect } from 'drizzle-orm/sqlite-core';
-import type { Database, ExecuteResult } from '../index';
-import { QuietsqliteSession } from './session';
+import type { Database, ExecuteResult } from 'quietsqlite';
+import { QuietsqliteSession } from './session.js';
 
-export { QuietsqliteSession, QuietsqliteTransaction, QuietsqlitePreparedQuery } from './session';
+export { QuietsqliteSession, QuietsqliteTransaction, QuietsqlitePreparedQuery } from './session.js';
 
 export class QuietsqliteDrizzleDatabase<
   TSchema extends Record<string, unknown> = Record<string, never>,
@@ -60,15 +60,12 @@ export function drizzle<TSchema extends Record<string, unknown> = Record<string,
     schema = { fullSchema: config.schema, schema: tables.tables, tableNamesMap: tables.tableNamesMap };
   }
   const session = new QuietsqliteSession(db, dialect, schema, { logger, cache: config.cache });
-  const result = new QuietsqliteDrizzleDatabase('async', dialect, session as never, schema as never) as QuietsqliteDrizzleDatabase<TSchema> & {
-    $client: Database;
-    $cache?: unknown;
-  };
+  const result = new QuietsqliteDrizzleDatabase('async', dialect, session as never, schema as never) as QuietsqliteDrizzleDatabase<TSchema>;
   result.$client = db;
   if (config.cache !== undefined) {
     // As Drizzle's own drivers wire it: writes invalidate the cache.
-    result.$cache = config.cache;
-    (config.cache as unknown as { invalidate?: unknown }).invalidate = config.cache.onMutate;
+    (result as unknown as { $cache: unknown }).$cache = config.cache;
+    (config.cache as unknown as { invalidate?: unknown }).invalidate = config.cache.onMutate.bind(config.cache);
   }
   return result;
 }

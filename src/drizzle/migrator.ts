@@ -3,7 +3,7 @@
 
 import { readMigrationFiles, type MigrationConfig } from 'drizzle-orm/migrator';
 import type { SQLiteAsyncDialect } from 'drizzle-orm/sqlite-core';
-import type { QuietsqliteDrizzleDatabase } from './index';
+import type { QuietsqliteDrizzleDatabase } from './index.js';
 
 export type { MigrationConfig };
 

@@ -6,7 +6,7 @@
 import * as orm from 'drizzle-orm';
 import { NoopCache, type Cache } from 'drizzle-orm/cache/core';
 import type { WithCacheConfig } from 'drizzle-orm/cache/core/types';
-import { entityKind, fillPlaceholders, NoopLogger, type Logger, type Query, type RelationalSchemaConfig, type TablesRelationalConfig } from 'drizzle-orm';
+import { entityKind, fillPlaceholders, NoopLogger, type Logger, type Query, type SQL, type RelationalSchemaConfig, type TablesRelationalConfig } from 'drizzle-orm';
 import {
   SQLitePreparedQuery,
   SQLiteSession,
@@ -18,7 +18,7 @@ import {
   type SQLiteTransactionConfig,
 } from 'drizzle-orm/sqlite-core';
 import type { BatchItem } from 'drizzle-orm/batch';
-import type { Database, ExecuteResult, Transaction } from '../index';
+import type { Database, ExecuteResult, Transaction } from 'quietsqlite';
 
 /** What a session runs its queries on: the database, or a transaction of it. */
 export type Runner = Database | Transaction;
@@ -99,6 +99,14 @@ export class QuietsqliteSession<
     );
   }
 
+  /** `db.$count()`: a SELECT, so it runs on a reader (Drizzle sends it as raw SQL). */
+  override async count(query: SQL): Promise<number> {
+    const { sql, params } = this.asyncDialect.sqlToQuery(query);
+    this.#logger.logQuery(sql, params);
+    const rows = await this.runner.select<unknown[]>(sql, params, { rowMode: 'array' });
+    return Number(rows[0]?.[0] ?? 0);
+  }
+
   /** Runs the queries in order inside one transaction (a savepoint inside another): all of
    * them or none. Inside the body, calls on the database route to that transaction, so each
    * query runs and maps its result exactly as it would on its own. */
@@ -120,18 +128,6 @@ export class QuietsqliteSession<
       const tx = new QuietsqliteTransaction<TFullSchema, TSchema>('async', this.asyncDialect, session, this.schema, this.nestedIndex);
       return body(tx);
     }, options);
-  }
-
-  override extractRawAllValueFromBatchResult(result: unknown): unknown {
-    return result;
-  }
-
-  override extractRawGetValueFromBatchResult(result: unknown): unknown {
-    return result;
-  }
-
-  override extractRawValuesValueFromBatchResult(result: unknown): unknown {
-    return result;
   }
 }
 

@@ -18,7 +18,7 @@ import {
   type QueryResult,
   type TransactionSettings,
 } from 'kysely';
-import type { Database, TransactionHandle, TransactionMode } from '../index';
+import type { Database, TransactionHandle, TransactionMode } from 'quietsqlite';
 
 export interface QuietsqliteDialectConfig {
   /** An open database, or a function that opens one (called once, on Kysely's first query). */

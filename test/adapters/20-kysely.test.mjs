@@ -45,8 +45,13 @@ const names = (rows) => rows.map((r) => r.first_name);
 
 test('the dialect is reachable from ESM and CommonJS and checks its options', async () => {
   const { createRequire } = await import('node:module');
-  const cjs = createRequire(import.meta.url)('quietsqlite/kysely');
-  assert.equal(cjs.QuietsqliteDialect, QuietsqliteDialect);
+  // `require` gets the CommonJS build, made with CommonJS Kysely.
+  const req = createRequire(import.meta.url);
+  const { QuietsqliteDialect: CjsDialect } = req('quietsqlite/kysely');
+  const { Kysely: CjsKysely } = req('kysely');
+  const cjsK = new CjsKysely({ dialect: new CjsDialect({ database: await tmp.open() }) });
+  assert.deepEqual((await req('kysely').sql`SELECT 1 AS one`.execute(cjsK)).rows, [{ one: 1 }]);
+  await cjsK.destroy();
   assert.throws(() => new QuietsqliteDialect({}), TypeError);
   assert.throws(() => new QuietsqliteDialect({ database: {}, nope: 1 }), /unknown QuietsqliteDialect option 'nope'/);
   assert.throws(() => new QuietsqliteDialect({ database: {}, transactionMode: 'later' }), TypeError);
@@ -132,8 +137,8 @@ test('raw SQL: sql`` queries, pragmas and multi-row results', async () => {
   const pragma = await sql`PRAGMA foreign_keys`.execute(k);
   assert.equal(pragma.rows.length, 1);
   // Values cross as the Values table says: bigint, Buffer, null.
-  const v = await sql`SELECT ${9007199254740993n} AS big, ${Buffer.from([1, 2])} AS blob, ${null} AS nothing`.execute(k);
-  assert.deepEqual(v.rows, [{ big: 9007199254740993n, blob: Buffer.from([1, 2]), nothing: null }]);
+  const v = await sql`SELECT ${9007199254740993n} AS big, ${Buffer.from([1, 2])} AS blob, ${null} AS none`.execute(k);
+  assert.deepEqual(v.rows, [{ big: 9007199254740993n, blob: Buffer.from([1, 2]), none: null }]);
 });
 
 test('schema builder and introspection', async () => {
@@ -181,7 +186,7 @@ test('reads go to the readers, writes to the writer', async () => {
   await assert.rejects(db.select('INSERT INTO person(first_name) VALUES (1)'));
 });
 
-test('callback transactions commit, roll back on a throw, and keep savepoints', async () => {
+test('callback transactions commit, roll back on a throw, refuse other isolation levels', async () => {
   const { k } = await setup();
   const id = await k.transaction().execute(async (trx) => {
     const r = await trx.insertInto('person').values({ first_name: 'Tx' }).executeTakeFirstOrThrow();

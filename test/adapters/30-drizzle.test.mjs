@@ -61,9 +61,14 @@ async function setup() {
 
 test('drizzle() is reachable from ESM and CommonJS and checks its argument', async () => {
   const { createRequire } = await import('node:module');
+  // `require` gets the CommonJS build, which loads Drizzle's CommonJS build: its error
+  // classes are the ones a CommonJS application catches.
   const req = createRequire(import.meta.url);
-  assert.equal(req('quietsqlite/drizzle').drizzle, drizzle);
-  assert.equal(req('quietsqlite/drizzle/migrator').migrate, migrate);
+  const cjsOrm = req('drizzle-orm');
+  const cjsDb = req('quietsqlite/drizzle').drizzle(await tmp.open());
+  assert.equal(typeof req('quietsqlite/drizzle/migrator').migrate, 'function');
+  await assert.rejects(cjsDb.transaction(async (tx) => tx.rollback()), cjsOrm.TransactionRollbackError);
+  assert.deepEqual(await cjsDb.get(cjsOrm.sql`SELECT 2 AS two`), { two: 2 });
   assert.throws(() => drizzle({}), TypeError);
   const { qdb, db } = await setup();
   assert.equal(db.$client, qdb);
@@ -145,8 +150,8 @@ test('with ... update / insert / delete run on the writer', async () => {
   const target = db.$with('target').as(db.select({ id: users.id }).from(users).where(eq(users.name, 'A')));
   const upd = await db.with(target).update(users).set({ verified: true }).where(inArray(users.id, sql`(select id from ${target})`)).returning({ id: users.id });
   assert.deepEqual(upd, [{ id: 1 }]);
-  const src = db.$with('src').as(db.select({ name: sql`'C'`.as('name') }).from(sql`(select 1)`));
-  await db.with(src).insert(users).select(db.select({ name: src.name }).from(src));
+  const src = db.$with('src').as(db.select({ name: sql`'C'`.as('name') }).from(users).limit(1));
+  await db.with(src).insert(users).values({ name: sql`(select name from ${src})` });
   const del = await db.with(target).delete(users).where(inArray(users.id, sql`(select id from ${target})`)).returning({ name: users.name });
   assert.deepEqual(del, [{ name: 'A' }]);
   assert.deepEqual((await db.select({ name: users.name }).from(users).orderBy(users.id)).map((r) => r.name), ['B', 'C']);
