@@ -62,11 +62,24 @@ export class QuietsqliteDialect implements Dialect {
   }
 
   createAdapter(): DialectAdapter {
-    return new SqliteAdapter();
+    return new QuietsqliteAdapter();
   }
 
   createIntrospector(db: Kysely<any>): DatabaseIntrospector {
     return new SqliteIntrospector(db);
+  }
+}
+
+/**
+ * Kysely's SQLite adapter, with transactional DDL. Kysely's own SQLite dialect has one
+ * connection and serializes whole migrations on its mutex; quietsqlite's connections are
+ * concurrent, so migrations serialize the SQLite way instead: each run is one transaction
+ * (BEGIN IMMEDIATE waits its turn on the writer) that reads the migration table and applies
+ * what is missing. A failing migration then leaves nothing of its run behind.
+ */
+export class QuietsqliteAdapter extends SqliteAdapter {
+  override get supportsTransactionalDdl(): boolean {
+    return true;
   }
 }
 
@@ -147,11 +160,6 @@ function isRead(query: CompiledQuery): boolean {
   return SelectQueryNode.is(query.query);
 }
 
-function toResult<R>(rows: R[], changes: number, lastInsertRowid: number | bigint, read: boolean): QueryResult<R> {
-  if (read) return { rows };
-  return { rows, numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid) };
-}
-
 class QuietsqliteConnection implements DatabaseConnection {
   readonly #db: Database;
   #tx: TransactionHandle | undefined;
@@ -183,8 +191,10 @@ class QuietsqliteConnection implements DatabaseConnection {
     const on = this.#tx ?? this.#db;
     if (isRead(compiled)) return { rows: await on.select<R>(sql, parameters) };
     const r = await on.execute<R>(sql, parameters);
-    // Raw SQL that only read (a PRAGMA, a SELECT) reports rows, as Kysely's SQLite dialect does.
-    return toResult(r.rows, r.changes, r.lastInsertRowid, r.rows.length > 0 && r.changes === 0 && !isWrite(compiled));
+    // A statement that gave rows (RETURNING, a raw SELECT or PRAGMA) reports just its rows, as
+    // Kysely's own SQLite dialect does; one without rows reports what it changed.
+    if (r.rows.length > 0) return { rows: r.rows };
+    return { rows: r.rows, numAffectedRows: BigInt(r.changes), insertId: BigInt(r.lastInsertRowid) };
   }
 
   /** Streams a SELECT in chunks of `chunkSize` rows through `db.iterate` (one reader held
@@ -206,13 +216,6 @@ class QuietsqliteConnection implements DatabaseConnection {
     }
     if (chunk.length > 0) yield { rows: chunk };
   }
-}
-
-/** Kysely's data-changing query kinds (their results always carry numAffectedRows). */
-const WRITE_KINDS = new Set(['InsertQueryNode', 'UpdateQueryNode', 'DeleteQueryNode', 'MergeQueryNode']);
-
-function isWrite(query: CompiledQuery): boolean {
-  return WRITE_KINDS.has(query.query.kind);
 }
 
 /** `db.iterate(sql, params, { chunkSize })` (issue 9); typed here so this module builds

@@ -290,6 +290,46 @@ test('migrations run through Kysely\'s Migrator', async () => {
   await k.destroy();
 });
 
+test('migrations started in parallel apply each migration once', async () => {
+  const db = await tmp.open();
+  const k = new Kysely({ dialect: new QuietsqliteDialect({ database: db }) });
+  const ran = [];
+  const migrations = {
+    m1: { up: async (d) => { ran.push('m1'); await d.schema.createTable('m1').addColumn('id', 'integer').execute(); } },
+    m2: { up: async (d) => { ran.push('m2'); await d.schema.createTable('m2').addColumn('id', 'integer').execute(); } },
+  };
+  const migrator = new Migrator({ db: k, provider: { getMigrations: async () => migrations } });
+  const runs = await Promise.all(Array.from({ length: 20 }, () => migrator.migrateToLatest()));
+  assert.deepEqual(runs.map((r) => r.error), runs.map(() => undefined));
+  assert.deepEqual(ran, ['m1', 'm2']);
+  // A failing migration leaves nothing of its run behind (transactional DDL).
+  const bad = new Migrator({
+    db: k,
+    provider: {
+      getMigrations: async () => ({
+        ...migrations,
+        m3: { up: (d) => d.schema.createTable('m3').addColumn('id', 'integer').execute() },
+        m4: { up: () => sql`INSERT INTO nope VALUES (1)`.execute(k) },
+      }),
+    },
+  });
+  const { error } = await bad.migrateToLatest();
+  assert.ok(error instanceof SqliteError);
+  assert.equal((await db.select("SELECT name FROM sqlite_master WHERE name = 'm3'")).length, 0);
+  await k.destroy();
+});
+
+test('raw INSERT ... RETURNING reports its rows only, as Kysely\'s SQLite dialect does', async () => {
+  const { k } = await setup();
+  const r = await sql`INSERT INTO person (first_name) VALUES (${'Raw'}) RETURNING first_name`.execute(k);
+  assert.deepEqual(r.rows, [{ first_name: 'Raw' }]);
+  assert.equal(r.insertId, undefined);
+  assert.equal(r.numAffectedRows, undefined);
+  const plain = await sql`INSERT INTO person (first_name) VALUES (${'Plain'})`.execute(k);
+  assert.equal(plain.insertId, 5n);
+  assert.equal(plain.numAffectedRows, 1n);
+});
+
 test('plugins apply (CamelCasePlugin)', async () => {
   const { db } = await setup();
   const k = new Kysely({ dialect: new QuietsqliteDialect({ database: db }), plugins: [new CamelCasePlugin()] });
