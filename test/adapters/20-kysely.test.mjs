@@ -309,7 +309,7 @@ test('migrations started in parallel apply each migration once', async () => {
       getMigrations: async () => ({
         ...migrations,
         m3: { up: (d) => d.schema.createTable('m3').addColumn('id', 'integer').execute() },
-        m4: { up: () => sql`INSERT INTO nope VALUES (1)`.execute(k) },
+        m4: { up: (d) => sql`INSERT INTO nope VALUES (1)`.execute(d) },
       }),
     },
   });
