@@ -12,3 +12,7 @@ const lines = [
   '',
 ];
 writeFileSync(new URL('../dist/index.mjs', import.meta.url), lines.join('\n'));
+
+// The adapters' ES build (tsconfig.adapters-esm.json) is plain .js under dist/esm: mark it as
+// ES modules.
+writeFileSync(new URL('../dist/esm/package.json', import.meta.url), '{ "type": "module" }\n');

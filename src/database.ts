@@ -39,6 +39,7 @@ import {
 } from './transaction';
 import { LiveQuery, type LiveHost, type StreamOptions } from './stream';
 import type { Diagnostics, NativeDiagnostics } from './diagnostics';
+import { TransactionHandle } from './transaction-handle';
 
 /** Entry points only an addon built with the `test-hooks` feature has (`npm test`). */
 interface TestHooks {
@@ -112,7 +113,9 @@ export class Database implements Executor, TransactionHost {
   /** What live queries need from this database. */
   readonly #liveHost: LiveHost;
   /** The transaction holding the writer, with the means to cancel it (forced close). */
-  #running: { tx: Transaction; cancel: (reason: unknown) => void; settled: Promise<void> } | undefined;
+  #running:
+    | { tx: Transaction; cancel: (reason: unknown) => void; settled: Promise<void>; handle?: TransactionHandle }
+    | undefined;
 
   private constructor(
     path: string,
@@ -452,27 +455,7 @@ export class Database implements Executor, TransactionHost {
     const { mode, signal } = transactionOptions(options);
     signal?.throwIfAborted();
 
-    const txId = this.#nextTx;
-    this.#nextTx = txId >= 0x7fffffff ? 1 : txId + 1;
-    const begun = this.#write<void>(Kind.Done, 'object', (id) => this.#native.begin(id, txId, MODES[mode]));
-    if (signal === undefined) {
-      await begun;
-    } else {
-      try {
-        await raceBody(() => begun, signal);
-      } catch (err) {
-        if (signal.aborted && err === signal.reason) {
-          // Aborted while waiting for the writer: the caller hears now; the BEGIN still
-          // runs when its turn comes and is rolled back at once. A failure of either can
-          // only mean the connection is gone, which the next request reports.
-          begun.then(
-            () => this.#write<void>(Kind.Done, 'object', (id) => this.#native.rollback(id, txId)).catch(() => {}),
-            () => {},
-          );
-        }
-        throw err;
-      }
-    }
+    const txId = await this.#beginOnWriter(mode, signal);
     const tx = new Transaction(this, txId, 0, undefined, signal === undefined ? NO_SIGNALS : [signal]);
     let cancel!: (reason: unknown) => void;
     const cancelled = new Promise<never>((_, reject) => (cancel = reject));
@@ -502,6 +485,80 @@ export class Database implements Executor, TransactionHost {
       if (this.#running?.tx === tx) this.#running = undefined;
       settle();
     }
+  }
+
+  /**
+   * Begins a transaction and returns its handle: calls on the handle run in it until
+   * `commit()` or `rollback()`. For code that cannot wrap its work in a body (query builders'
+   * drivers); prefer `transaction(body)`. The transaction holds the writer until it ends:
+   * writes on `db` wait for it. `close()` rolls it back; aborting `signal` rolls it back.
+   */
+  async begin(options?: TransactionOptions): Promise<TransactionHandle> {
+    if (this.#closing) throw closedError();
+    if (currentTransaction(this)?.active === true) {
+      throw new RangeError('begin() inside a transaction body would wait for that transaction forever; use tx.transaction() (a savepoint)');
+    }
+    const { mode, signal } = transactionOptions(options);
+    signal?.throwIfAborted();
+    const txId = await this.#beginOnWriter(mode, signal);
+    const tx = new Transaction(this, txId, 0, undefined, signal === undefined ? NO_SIGNALS : [signal]);
+    let settle!: () => void;
+    const settled = new Promise<void>((resolve) => (settle = resolve));
+    const onAbort = (): void => void handle.abandon(signal!.reason);
+    const handle = new TransactionHandle(tx, {
+      finish: (commit) => {
+        signal?.removeEventListener('abort', onAbort);
+        const sent = this.#write<void>(Kind.Done, 'object', (id) =>
+          commit ? this.#native.commit(id, txId) : this.#native.rollback(id, txId),
+        );
+        return sent.finally(() => {
+          if (this.#running?.tx === tx) this.#running = undefined;
+          settle();
+        });
+      },
+      savepoint: (op, depth) => this.writerSavepoint(txId, op, depth),
+    });
+    this.#running = { tx, cancel: (reason) => void handle.abandon(reason), settled, handle };
+    // The database may have started closing, or the signal fired, while BEGIN waited.
+    if (this.#closing) {
+      const err = closedError('the database was closed before this transaction began');
+      await handle.abandon(err);
+      throw err;
+    }
+    if (signal !== undefined) {
+      if (signal.aborted) {
+        await handle.abandon(signal.reason);
+        throw signal.reason;
+      }
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    return handle;
+  }
+
+  /** Sends BEGIN and waits for the writer; resolves with the new transaction's id. */
+  async #beginOnWriter(mode: TransactionMode, signal: AbortSignal | undefined): Promise<number> {
+    const txId = this.#nextTx;
+    this.#nextTx = txId >= 0x7fffffff ? 1 : txId + 1;
+    const begun = this.#write<void>(Kind.Done, 'object', (id) => this.#native.begin(id, txId, MODES[mode]));
+    if (signal === undefined) {
+      await begun;
+    } else {
+      try {
+        await raceBody(() => begun, signal);
+      } catch (err) {
+        if (signal.aborted && err === signal.reason) {
+          // Aborted while waiting for the writer: the caller hears now; the BEGIN still
+          // runs when its turn comes and is rolled back at once. A failure of either can
+          // only mean the connection is gone, which the next request reports.
+          begun.then(
+            () => this.#write<void>(Kind.Done, 'object', (id) => this.#native.rollback(id, txId)).catch(() => {}),
+            () => {},
+          );
+        }
+        throw err;
+      }
+    }
+    return txId;
   }
 
   // ---- live queries ----
@@ -548,6 +605,11 @@ export class Database implements Executor, TransactionHost {
     this.#closing = (async () => {
       this.#requests.endSubscriptions();
       const closed = this.#requests.start<void>(Kind.Done, 'object', (id) => this.#native.close(id));
+      // An explicit transaction has no body that will end it: closing rolls it back.
+      const handle = this.#running?.handle;
+      if (!force && handle !== undefined) {
+        await handle.abandon(closedError('the database was closed: its open transaction (begin()) was rolled back'));
+      }
       if (force) await this.#forceClose();
       await closed;
       const temporary = this.#native.temporaryPath();

@@ -8,3 +8,4 @@ export type { Diagnostics, LiveQueryDiagnostics } from './diagnostics';
 export type { ExecuteResult } from './requests';
 export type { Row, SqlValue, IntMode, RowMode } from './rows';
 export { LiveQuery, type StreamOptions } from './stream';
+export { TransactionHandle } from './transaction-handle';
