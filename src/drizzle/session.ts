@@ -34,26 +34,10 @@ type ResultMapper = (rows: unknown[][], mapColumnValue?: (value: unknown) => unk
 /** Drizzle's row mapper: public at run time, left out of its published types. */
 const mapResultRow = (orm as unknown as { mapResultRow: (fields: unknown, row: unknown[], joins: unknown) => unknown }).mapResultRow;
 
-/** Whether `execute` takes `rowMode` (issue 9 adds it; older cores reject the option before
- * running anything). Learned from the first call. */
-let executeTakesRowMode: boolean | undefined;
-
-/** The rows of a statement run on the writer, as arrays in column order. */
+/** The rows of a statement run on the writer, as arrays in column order (repeated names kept). */
 async function executeArrays(on: Runner, sql: string, params: unknown[]): Promise<unknown[][]> {
-  if (executeTakesRowMode !== false) {
-    try {
-      const r = await (on.execute as (s: string, p: unknown, o: object) => Promise<ExecuteResult>)(sql, params, { rowMode: 'array' });
-      executeTakesRowMode = true;
-      return r.rows as unknown[][];
-    } catch (err) {
-      if (executeTakesRowMode === true || !(err instanceof TypeError) || !err.message.includes("option 'rowMode'")) throw err;
-      executeTakesRowMode = false;
-    }
-  }
-  // Until then: object rows, whose values keep column order (RETURNING columns repeating a
-  // name collapse into one; Drizzle's own RETURNING lists name each column once).
-  const r = await on.execute(sql, params);
-  return r.rows.map((row) => Object.values(row as object));
+  const r = await on.execute(sql, params, { rowMode: 'array' });
+  return r.rows as unknown[][];
 }
 
 export class QuietsqliteSession<

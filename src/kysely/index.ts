@@ -205,7 +205,7 @@ class QuietsqliteConnection implements DatabaseConnection {
     if (!Number.isSafeInteger(chunkSize) || chunkSize < 1) throw new RangeError('chunkSize must be a positive integer');
     const { sql, parameters } = compiled;
     const rows: AsyncIterable<R> | R[] =
-      this.#tx !== undefined ? await this.#tx.select<R>(sql, parameters) : iterate<R>(this.#db, sql, parameters, chunkSize);
+      this.#tx !== undefined ? await this.#tx.select<R>(sql, parameters) : this.#db.iterate<R>(sql, parameters, { chunkSize });
     let chunk: R[] = [];
     for await (const row of rows) {
       chunk.push(row);
@@ -216,12 +216,4 @@ class QuietsqliteConnection implements DatabaseConnection {
     }
     if (chunk.length > 0) yield { rows: chunk };
   }
-}
-
-/** `db.iterate(sql, params, { chunkSize })` (issue 9); typed here so this module builds
- * before and after the method lands. */
-function iterate<R>(db: Database, sql: string, params: readonly unknown[], chunkSize: number): AsyncIterable<R> {
-  const it = (db as unknown as { iterate?: (s: string, p: unknown, o: { chunkSize: number }) => AsyncIterable<R> }).iterate;
-  if (typeof it !== 'function') throw new TypeError('streamQuery() needs db.iterate(), which this quietsqlite version lacks');
-  return it.call(db, sql, params, { chunkSize });
 }

@@ -337,7 +337,7 @@ test('plugins apply (CamelCasePlugin)', async () => {
   assert.deepEqual(rows, [{ firstName: 'Arnold' }]);
 });
 
-test('stream() yields rows in chunks through db.iterate and releases the reader on break', { todo: 'needs db.iterate (branch iter)' }, async () => {
+test('stream() yields rows in chunks through db.iterate and releases the reader on break', async () => {
   const { db, k } = await setup();
   await k.insertInto('person').values(Array.from({ length: 200 }, (_, i) => ({ first_name: `s${i}`, age: i }))).execute();
   const seen = [];

@@ -196,7 +196,7 @@ test('raw SQL through run / all / get / values (values and get give arrays and o
   assert.deepEqual(await db.select({ x: sql`1`, y: sql`2` }).from(users).limit(1).values(), [[1, 2]]);
 });
 
-test('values() keeps columns that share a name (array rows)', { todo: 'RETURNING with repeated names needs execute({ rowMode: "array" }) (branch iter)' }, async () => {
+test('values() keeps columns that share a name (array rows)', async () => {
   const { db } = await setup();
   await db.insert(users).values({ name: 'n' });
   assert.deepEqual(await db.values(sql`UPDATE ${users} SET name = 'm' RETURNING id, name, id`), [[1, 'm', 1]]);
