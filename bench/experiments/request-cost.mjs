@@ -5,7 +5,7 @@
 //
 //   node bench/experiments/request-cost.mjs <package root> [cases=all] [ms per case=1500]
 import { createRequire } from 'node:module';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -69,8 +69,12 @@ const cases = {
   },
 };
 
+/** CPU time of the JS thread alone (Linux), ns: not inflated by time spent descheduled. */
+const mainCpuNs = () => Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]);
+
 async function measure(fn, time) {
   let n = 0;
+  const m0 = mainCpuNs();
   const k0 = keepAlives;
   const c0 = process.cpuUsage();
   const e0 = performance.eventLoopUtilization();
@@ -80,7 +84,9 @@ async function measure(fn, time) {
   const wall = performance.now() - t0;
   const elu = performance.eventLoopUtilization(e0);
   const cpu = process.cpuUsage(c0);
+  const main = mainCpuNs() - m0;
   return {
+    mainUs: main / 1000 / n,
     wallUs: (wall * 1000) / n,
     jsUs: (elu.active * 1000) / n,
     cpuUs: (cpu.user + cpu.system) / n,
@@ -101,7 +107,7 @@ rmSync(dir, { recursive: true, force: true });
 const r = (v) => (v < 10 ? v.toFixed(2) : v.toFixed(1));
 for (const [name, m] of Object.entries(out)) {
   console.log(
-    `${root.slice(-12).padEnd(12)} ${name.padEnd(7)} wall ${r(m.wallUs).padStart(6)} us  js ${r(m.jsUs).padStart(6)} us  cpu ${r(m.cpuUs).padStart(6)} us  keepAlive/op ${m.keepAlive.toFixed(2)}  n ${m.n}`,
+    `${root.slice(-12).padEnd(12)} ${name.padEnd(7)} wall ${r(m.wallUs).padStart(6)} us  js ${r(m.jsUs).padStart(6)} us  cpu ${r(m.cpuUs).padStart(6)} us  main ${r(m.mainUs).padStart(6)} us  keepAlive/op ${m.keepAlive.toFixed(2)}  n ${m.n}`,
   );
 }
 if (process.env.JSON_OUT) {
