@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
   Database,
@@ -172,6 +173,35 @@ test('in-flight work keeps the process alive until it completes', { timeout: 20_
   assert.equal(r.timedOut, false, r.stderr);
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stdout, 'result [{"n":400000}]\n');
+});
+
+test('awaited requests one after another hold the event loop once, not once per request', async (t) => {
+  // The addon's keep-alive is a native call each way; toggling it per request was two native
+  // calls per query of an awaited loop (issue 11). Count them through the addon's prototype.
+  const { NativeDatabase } = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const keepAlive = NativeDatabase.prototype.keepAlive;
+  const calls = [];
+  NativeDatabase.prototype.keepAlive = function (on) {
+    calls.push(on);
+    return keepAlive.call(this, on);
+  };
+  t.after(() => {
+    NativeDatabase.prototype.keepAlive = keepAlive;
+  });
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(a)');
+  const get = async (a) => (await db.selectOne('SELECT a FROM t WHERE a = ?', [a]))?.a;
+  calls.length = 0;
+  for (let i = 0; i < 20; i++) await db.execute('INSERT INTO t VALUES (?)', [i]);
+  for (let i = 0; i < 20; i++) assert.equal(await get(i), i);
+  await db.transaction(async (tx) => {
+    for (let i = 20; i < 40; i++) await tx.execute('INSERT INTO t VALUES (?)', [i]);
+    assert.equal((await tx.selectOne('SELECT count(*) AS n FROM t')).n, 40);
+  });
+  assert.ok(calls.length <= 2, `keepAlive was called ${calls.length} times for 62 awaited requests`);
+  // ...and once idle, the hold is let go.
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(calls.at(-1), false, 'the event loop is let go once nothing is in flight');
 });
 
 test('a write in flight keeps the process alive and is committed', { timeout: 20_000 }, async (t) => {
