@@ -4,5 +4,6 @@ export { SqliteError, ErrorCodes } from './errors';
 export { Transaction, type TransactionMode, type TransactionOptions, type Executor } from './transaction';
 export type { OpenOptions, QueryOptions, CallOptions, PragmaValue, Cipher } from './options';
 export type { ExecuteResult } from './requests';
+export type { BackupOptions, BackupProgress } from './backup';
 export type { Row, SqlValue, IntMode, RowMode } from './rows';
 export { LiveQuery, type StreamOptions } from './stream';

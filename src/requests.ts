@@ -14,6 +14,8 @@ export const enum Kind {
   Execute,
   Batch,
   Done,
+  /** A backup: resolves with nothing; aborted while running, its outcome decides (as a write). */
+  Backup,
 }
 
 interface Pending {
@@ -189,7 +191,7 @@ export class Requests {
     p.unwatch?.();
     const native = this.native?.deref();
     const outcome: CancelOutcome = native === undefined ? CancelOutcome.Finished : native.cancel(id);
-    const write = p.kind === Kind.Execute || p.kind === Kind.Batch;
+    const write = p.kind === Kind.Execute || p.kind === Kind.Batch || p.kind === Kind.Backup;
     if (write && outcome !== CancelOutcome.Dropped) {
       p.abortReason = { reason };
       return;
@@ -301,6 +303,7 @@ export class Requests {
       case Kind.Batch:
         return { changes: payload as number };
       case Kind.Done:
+      case Kind.Backup:
         return undefined;
     }
   }

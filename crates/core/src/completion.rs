@@ -17,6 +17,10 @@ pub enum Output {
     Done,
     /// New rows for a live query (`id` is the stream's subscription id).
     Emission(EncodedRows),
+    /// Bytes handed over as they are (`serialize`).
+    Bytes(Vec<u8>),
+    /// How far a backup is (sent with the backup's progress id, several times).
+    Progress { remaining: u32, total: u32 },
 }
 
 #[derive(Debug)]

@@ -102,6 +102,8 @@ pub(crate) struct Writer {
     /// Whether the file is encrypted now, and with which cipher.
     encrypted: bool,
     cipher: Cipher,
+    /// Where backups find the key the file has now (see backup.rs).
+    key_slot: Option<crate::backup::KeySlot>,
 }
 
 impl Writer {
@@ -143,7 +145,13 @@ impl Writer {
             reopen: (location, opts),
             encrypted,
             cipher,
+            key_slot: None,
         })
+    }
+
+    pub(crate) fn with_key_slot(mut self, slot: crate::backup::KeySlot) -> Self {
+        self.key_slot = Some(slot);
+        self
     }
 
     pub fn run(mut self, queue: Receiver<WriterMsg>) {
@@ -385,6 +393,9 @@ impl Writer {
         };
         let reader_failure = gate.release(reopen, self.reader_count);
         outcome?;
+        if let Some(slot) = &self.key_slot {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = key.clone();
+        }
         self.encrypted = key.is_some();
         if let Some(k) = &key {
             self.cipher = k.cipher;
