@@ -39,11 +39,14 @@ test('backup copies every row into a file that passes integrity_check', async (t
   assert.deepStrictEqual(readdirSync(dir).filter((f) => f.includes('quietsqlite-backup')), []);
 });
 
-test('backup under steady writes finishes, and holds one consistent snapshot', async (t) => {
+test('backup under steady writes finishes, and holds one consistent snapshot', { timeout: 30_000 }, async (t) => {
   const dir = await tempDir(t);
   const db = await Database.open(join(dir, 'busy.db'), { readers: 2 });
   t.after(() => db.close());
-  await fill(db, 3000);
+  // About 3,000 pages: one pass at one page per step takes far longer than the gap between
+  // two of the commits below.
+  await fill(db, 3000, 4000);
+  await db.execute('PRAGMA wal_checkpoint(TRUNCATE)');
   // Each write transaction adds exactly 10 rows: a consistent copy has a multiple of 10
   // more rows than the 3000 above.
   let writing = true;
@@ -54,12 +57,14 @@ test('backup under steady writes finishes, and holds one consistent snapshot', a
       commits++;
     }
   })();
+  while (commits < 3) await new Promise((r) => setImmediate(r));
+  const commitsBefore = commits;
   const progress = [];
   const dest = join(dir, 'busy-copy.db');
   // One page per step: many steps, with commits landing between them. A backup that took a
   // new read snapshot per step would restart after each commit and never end.
   await db.backup(dest, { pagesPerStep: 1, onProgress: (p) => progress.push(p) });
-  const commitsDuring = commits;
+  const commitsDuring = commits - commitsBefore;
   writing = false;
   await writer;
   assert.ok(commitsDuring > 0, 'writes went on during the backup');
@@ -84,7 +89,7 @@ test('onProgress is called on the JavaScript thread, throttled, and its exceptio
   const dir = await tempDir(t);
   const db = await Database.open(join(dir, 'p.db'), { readers: 1 });
   t.after(() => db.close());
-  await fill(db, 4000);
+  await fill(db, 3000, 4000);
   const { pages } = await db.selectOne('SELECT page_count AS pages FROM pragma_page_count');
   const calls = [];
   await db.backup(join(dir, 'p1.db'), { pagesPerStep: 1, onProgress: (p) => calls.push(p) });
