@@ -176,7 +176,7 @@ test('backup errors: destination is the database, not writable, bad options, clo
   const path = join(dir, 'e.db');
   const db = await Database.open(path, { readers: 1 });
   await fill(db, 10);
-  for (const self of [path, join(dir, '.', 'e.db'), `${path}-wal`]) {
+  for (const self of [path, join(dir, '.', 'e.db'), `${path}-wal`, `${path}-journal`]) {
     const err = await rejectsAsync(() => db.backup(self), RangeError);
     assert.match(err.message, /destination is the database itself/);
   }

@@ -144,7 +144,14 @@ fn copy(conn: &Connection, job: &BackupJob, key: Option<&Key>, stops: &Stops, si
 /// Refuses the database's own file as the destination (the rename would replace the
 /// database under its open connections).
 fn check_destination(conn: &Connection, dest: &Path) -> Result<()> {
-    let (Some(source), Ok(target)) = (main_file(conn), std::fs::canonicalize(dest)) else { return Ok(()) };
+    let Some(source) = main_file(conn) else { return Ok(()) };
+    // A destination that does not exist yet (a `-wal` between checkpoints) is compared
+    // through its directory's real path.
+    let target = std::fs::canonicalize(dest).or_else(|_| {
+        let dir = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::canonicalize(dir).map(|d| d.join(dest.file_name().unwrap_or_default()))
+    });
+    let Ok(target) = target else { return Ok(()) };
     let source = std::fs::canonicalize(&source).unwrap_or(source);
     let base = source.as_os_str().to_owned();
     let is_own = target == source

@@ -91,10 +91,10 @@ fn throw_panic(env: &Env, payload: &(dyn std::any::Any + Send)) -> napi::Error {
     napi::Error::from_status(Status::PendingException)
 }
 
-/// The most parameters one statement takes: the JS layer refuses longer lists with it.
 /// Pages per step of `serialize` (4 MiB at 4096-byte pages).
 const SERIALIZE_PAGES_PER_STEP: u32 = 1024;
 
+/// The most parameters one statement takes: the JS layer refuses longer lists with it.
 #[napi]
 pub const MAX_PARAMETERS: u32 = quietsqlite_core::MAX_PARAMETERS;
 
