@@ -181,8 +181,8 @@ export const SUITES = [
     title: 'Encryption overhead',
     about: 'quietsqlite only: the same work on a plain database and on one encrypted with `encryptionKey` (default cipher chacha20), each a fresh 10,000-row copy of `items` beside the suite\'s file; the primary metric is the ratio encrypted / plain wall time within each sample (plain and encrypted alternate which goes first). Reads: one 10,000-row select (every field read). Writes: an `executeBatch` of 1,000 rows (deleted after each sample, untimed). Pages already in a connection\'s page cache are kept decrypted, so a repeated read pays decryption only for the pages it loads from the file.',
     cases: [
-      { id: 'enc-read-10k', label: 'select 10k rows', kind: 'encryption', params: { op: 'read', rows: 10000 }, metrics: ['overhead', 'plainWall', 'encWall'], only: ['quietsqlite'], iters: it(20, 4), warm: it(2, 1) },
-      { id: 'enc-write-1k', label: 'batch 1k rows', kind: 'encryption', params: { op: 'write', rows: 1000 }, metrics: ['overhead', 'plainWall', 'encWall'], only: ['quietsqlite'], iters: it(20, 4), warm: it(2, 1) },
+      { id: 'enc-read-10k', label: 'select 10k rows', kind: 'encryption', params: { op: 'read', rows: 10000 }, metrics: ['overhead', 'plainWall', 'encWall'], only: ['quietsqlite'], iters: it(30, 4), warm: it(2, 1) },
+      { id: 'enc-write-1k', label: 'batch 1k rows', kind: 'encryption', params: { op: 'write', rows: 1000 }, metrics: ['overhead', 'plainWall', 'encWall'], only: ['quietsqlite'], iters: it(30, 4), warm: it(2, 1) },
     ],
   },
 ];
