@@ -1,8 +1,10 @@
 // The public Database: validates and orchestrates; the addon does the work.
 
+import { constants as bufferConstants } from 'node:buffer';
 import { rmSync } from 'node:fs';
+import { checkDestination, resolveBackupOptions, type BackupOptions } from './backup';
 import { closedError, fromNativeThrow } from './errors';
-import { binding, type NativeDatabase } from './native';
+import { binding, type NativeDatabase, type NativeOpenOptions } from './native';
 import {
   checkKey,
   checkKeys,
@@ -142,14 +144,37 @@ export class Database implements Executor, TransactionHost {
    */
   static async open(path: string, options?: OpenOptions): Promise<Database> {
     checkPath(path);
+    return Database.#start(path, options, (nativeOptions, onComplete, id) =>
+      new binding.NativeDatabase(path, nativeOptions, onComplete, id),
+    );
+  }
+
+  /**
+   * Opens a copy of a database serialized by `serialize()`: a new, private database (as
+   * `:memory:` is) whose readers and writer work as usual; its file is deleted on close.
+   * `options` are open()'s (an encrypted copy needs its `encryptionKey` and `cipher`).
+   * Bytes that are not a database reject with SqliteError SQLITE_NOTADB.
+   */
+  static async deserialize(bytes: Uint8Array, options?: OpenOptions): Promise<Database> {
+    if (!(bytes instanceof Uint8Array)) throw new TypeError('deserialize() takes the bytes of a database (a Buffer or Uint8Array)');
+    const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    return Database.#start(':memory:', options, (nativeOptions, onComplete, id) =>
+      binding.NativeDatabase.deserialize(buf, nativeOptions, onComplete, id),
+    );
+  }
+
+  static async #start(
+    path: string,
+    options: OpenOptions | undefined,
+    create: (o: NativeOpenOptions, onComplete: (batch: unknown[]) => void, id: number) => NativeDatabase,
+  ): Promise<Database> {
     const o = resolveOpenOptions(options);
     const requests = new Requests(o.intMode);
     const openId = requests.id();
     let native: NativeDatabase | undefined;
     await requests.start<void>(Kind.Done, 'object', (id) => {
       try {
-        native = new binding.NativeDatabase(
-          path,
+        native = create(
           {
             readers: o.readers,
             readonly: o.readonly,
@@ -351,6 +376,83 @@ export class Database implements Executor, TransactionHost {
       return rejected(err);
     } finally {
       if (key?.owned === true) key.bytes.fill(0);
+    }
+  }
+
+  // ---- backup and serialization ----
+
+  /**
+   * Copies the database to `destPath` on a reader thread, as one consistent snapshot while
+   * writes go on (SQLite's backup API inside one read transaction). The copy is written
+   * beside `destPath` and renamed over it when complete; an encrypted database's copy is
+   * encrypted with the same key and cipher.
+   */
+  backup(destPath: string, options?: BackupOptions): Promise<void> {
+    try {
+      if (this.#closing) throw closedError();
+      checkDestination(destPath);
+      const o = resolveBackupOptions(options);
+      // An exception thrown by onProgress stops the backup through this controller.
+      const internal = new AbortController();
+      const signals = o.signal === undefined ? [internal.signal] : [o.signal, internal.signal];
+      const onProgress = o.onProgress;
+      const progressId = onProgress === undefined ? undefined : this.#requests.id();
+      if (progressId !== undefined && onProgress !== undefined) {
+        this.#requests.subscribers.set(progressId, {
+          emit: (payload) => {
+            if (internal.signal.aborted) return;
+            const [remaining, total] = payload as unknown as [number, number];
+            try {
+              onProgress({ remaining, total });
+            } catch (err) {
+              internal.abort(err);
+            }
+          },
+          fail: () => {},
+          end: () => {},
+        });
+      }
+      const done = this.#requests.start<void>(
+        Kind.Backup,
+        'object',
+        (id, cancellable) => {
+          try {
+            this.#native.backup(id, destPath, o.pagesPerStep, progressId, cancellable);
+          } catch (err) {
+            throw fromNativeThrow(err);
+          }
+        },
+        undefined,
+        { signals, timeoutMs: 0 },
+      );
+      if (progressId === undefined) return done;
+      const forget = (): void => {
+        this.#requests.subscribers.delete(progressId);
+      };
+      return done.finally(forget);
+    } catch (err) {
+      return rejected(err);
+    }
+  }
+
+  /**
+   * The main database as bytes (a consistent snapshot), copied on a reader thread. The
+   * bytes are the file as it would be on disk: an encrypted database's are encrypted with
+   * its key and cipher (never plaintext); `Database.deserialize(bytes, { encryptionKey,
+   * cipher })` opens them.
+   */
+  serialize(): Promise<Buffer> {
+    try {
+      if (this.#closing) throw closedError();
+      return this.#requests.start<Buffer>(Kind.Bytes, 'object', (id) => {
+        try {
+          this.#native.serialize(id, bufferConstants.MAX_LENGTH, false);
+        } catch (err) {
+          throw fromNativeThrow(err);
+        }
+      });
+    } catch (err) {
+      return rejected(err);
     }
   }
 

@@ -6,6 +6,7 @@ export type { OpenOptions, QueryOptions, CallOptions, ExecuteOptions, ArrayRowMo
 export { RowIterator, type IterateOptions } from './iterate';
 export type { Diagnostics, LiveQueryDiagnostics } from './diagnostics';
 export type { ExecuteResult } from './requests';
+export type { BackupOptions, BackupProgress } from './backup';
 export type { Row, SqlValue, IntMode, RowMode } from './rows';
 export { LiveQuery, type StreamOptions } from './stream';
 export { TransactionHandle } from './transaction-handle';

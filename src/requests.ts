@@ -15,6 +15,8 @@ export const enum Kind {
   Batch,
   Done,
   Diagnostics,
+  /** A backup: resolves with nothing; aborted while running, its outcome decides (as a write). */
+  Backup,
 }
 
 interface Pending {
@@ -200,7 +202,7 @@ export class Requests {
     p.unwatch?.();
     const native = this.native?.deref();
     const outcome: CancelOutcome = native === undefined ? CancelOutcome.Finished : native.cancel(id);
-    const write = p.kind === Kind.Execute || p.kind === Kind.Batch;
+    const write = p.kind === Kind.Execute || p.kind === Kind.Batch || p.kind === Kind.Backup;
     if (write && outcome !== CancelOutcome.Dropped) {
       p.abortReason = { reason };
       return;
@@ -329,6 +331,7 @@ export class Requests {
       case Kind.Batch:
         return { changes: payload as number };
       case Kind.Done:
+      case Kind.Backup:
         return undefined;
       case Kind.Diagnostics:
         return payload;

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createCipheriv, createDecipheriv, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Database, SqliteError, rejectsAsync, assertSqliteError, tempDir } from './fixtures/helpers.mjs';
 
@@ -340,6 +340,40 @@ test("cipher 'sqlcipher' writes and reads SQLCipher 4's default format", async (
   assert.deepStrictEqual(await other.selectOne('SELECT count(*) AS n, max(id) AS m FROM t'), { n: 200, m: 200 });
   assert.deepStrictEqual((await other.execute('PRAGMA integrity_check')).rows, [{ integrity_check: 'ok' }]);
   await rejectsKey(theirs, { encryptionKey: KEY, cipher: 'sqlcipher' });
+});
+
+test('a database written by SQLCipher 4 itself (test/fixtures/sqlcipher4.db) opens with cipher sqlcipher', async (t) => {
+  // Made by SQLCipher 4 with its defaults; see test/fixtures/sqlcipher4.md. Opened from a
+  // copy: opening switches the file to WAL mode.
+  const fixture = new URL('./fixtures/sqlcipher4.db', import.meta.url);
+  const passphrase = 'quiet sqlcipher fixture';
+  const original = readFileSync(fixture);
+  // The file is SQLCipher's own: no plaintext header, and the format the test above
+  // implements from SQLCipher 4's published layout decrypts it (every page's HMAC checked).
+  assert.notEqual(original.subarray(0, 15).toString('latin1'), 'SQLite format 3');
+  assert.equal(original.indexOf('secret note'), -1);
+  const plain = sqlcipherDecrypt(original, passphrase);
+  assert.ok(plain.indexOf('first secret note') > 0);
+  const path = join(await tempDir(t), 'sqlcipher4.db');
+  copyFileSync(fixture, path);
+  const db = await Database.open(path, { encryptionKey: passphrase, cipher: 'sqlcipher', readers: 2 });
+  t.after(() => db.close());
+  assert.deepStrictEqual(await db.select('SELECT id, body, n FROM notes ORDER BY id'), [
+    { id: 1, body: 'first secret note', n: 1.5 },
+    { id: 2, body: 'second secret note', n: 2.5 },
+    { id: 3, body: 'third secret note', n: null },
+  ]);
+  assert.deepStrictEqual((await db.execute('PRAGMA integrity_check')).rows, [{ integrity_check: 'ok' }]);
+  // Writable too.
+  await db.execute("INSERT INTO notes(body) VALUES ('written by quietsqlite')");
+  assert.equal((await db.selectOne('SELECT count(*) AS n FROM notes')).n, 4);
+  // The wrong key, no key, or another cipher: SQLITE_NOTADB, and the file is not changed.
+  const untouched = join(await tempDir(t), 'untouched.db');
+  copyFileSync(fixture, untouched);
+  await rejectsKey(untouched, { encryptionKey: 'not the key', cipher: 'sqlcipher' });
+  await rejectsKey(untouched, { encryptionKey: passphrase });
+  await rejectsKey(untouched, {});
+  assert.ok(readFileSync(untouched).equals(original));
 });
 
 test('no message seen in this file contains a key', () => {

@@ -11,7 +11,7 @@
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { NotAvailable, sleep, tick } from './common.mjs';
 import {
-  CATEGORIES, INSERT_ITEM, ITEMS_ROWS, ITEM_COLS, LIVE_CATEGORIES, LIVE_ROWS, SHAPES, SHAPE_ROWS,
+  CATEGORIES, INSERT_ITEM, ITEMS_DDL, ITEMS_ROWS, ITEM_COLS, LIVE_CATEGORIES, LIVE_ROWS, SHAPES, SHAPE_ROWS,
   category, itemRow, liveCategory, makeRowToucher, makeToucher, randInt, shapeCols, subRandom,
 } from './data.mjs';
 
@@ -581,6 +581,46 @@ export const KINDS = {
       return { metrics: {}, series: { rss } };
     },
     teardown: (ctx) => ctx.ws?.forEach((w) => w.close()),
+  },
+
+  // Suite 11: the same read or write on a plain and an encrypted database (quietsqlite only);
+  // the ratio of the two wall times is taken within each sample, so drift hits both alike.
+  encryption: {
+    async prepare(ctx) {
+      if (typeof ctx.conn.sibling !== 'function') throw new NotAvailable('no encryption');
+      const { rows } = ctx.params;
+      ctx.dbs = {
+        plain: await ctx.conn.sibling(`-${ctx.params.op}-plain`),
+        encrypted: await ctx.conn.sibling(`-${ctx.params.op}-encrypted`, { encryptionKey: 'benchmark passphrase' }),
+      };
+      const rnd = ctx.rnd('rows');
+      const seed = Array.from({ length: 10000 }, (_, i) => itemRow(rnd, i));
+      ctx.rows = Array.from({ length: rows }, (_, i) => itemRow(rnd, i));
+      for (const db of Object.values(ctx.dbs)) {
+        await db.exec(`DROP TABLE IF EXISTS items; DROP TABLE IF EXISTS writes; ${ITEMS_DDL('items')} ${ITEMS_DDL('writes')}`);
+        await db.insertBatch(db.prepare(INSERT_ITEM('items')), seed);
+        await db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+        db.read = db.prepare('SELECT * FROM items WHERE id > ? ORDER BY id LIMIT ?');
+        db.write = db.prepare(INSERT_ITEM('writes'));
+      }
+    },
+    async sample(ctx, index) {
+      const { op, rows } = ctx.params;
+      const once = async (db) => {
+        const m = op === 'read'
+          ? await measure(async () => (sink += touchItems(await db.read.all([0, rows]))))
+          : await measure(() => db.insertBatch(db.write, ctx.rows));
+        if (op === 'write') await db.exec('DELETE FROM writes');
+        return m.wall;
+      };
+      const order = index % 2 === 0 ? ['plain', 'encrypted'] : ['encrypted', 'plain'];
+      const wall = {};
+      for (const k of order) wall[k] = await once(ctx.dbs[k]);
+      return { metrics: { overhead: wall.encrypted / wall.plain, plainWall: wall.plain, encWall: wall.encrypted } };
+    },
+    async teardown(ctx) {
+      for (const db of Object.values(ctx.dbs ?? {})) await db.close();
+    },
   },
 };
 

@@ -64,7 +64,7 @@ export function itemRow(rnd, i, cat = category(Math.floor(rnd() * CATEGORIES))) 
 }
 
 export const ITEM_COLS = ['id', 'name', 'description', 'price', 'category', 'created_at'];
-const ITEMS_DDL = (t) =>
+export const ITEMS_DDL = (t) =>
   `CREATE TABLE ${t} (id INTEGER PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, ` +
   `price REAL NOT NULL, category TEXT NOT NULL, created_at INTEGER NOT NULL);` +
   `CREATE INDEX ${t}_category ON ${t}(category);`;

@@ -14,6 +14,8 @@ export function formatValue(v, unit) {
       return `${v.toFixed(1)} MB`;
     case 'count':
       return Number.isInteger(v) ? String(v) : v.toFixed(1);
+    case 'x':
+      return formatRatio(v);
     default:
       return String(v);
   }

@@ -23,6 +23,9 @@ export const METRICS = {
   wrongEmits: { label: 'wrong emissions', unit: 'count', better: 'lower' },
   rssPeak: { label: 'peak RSS', unit: 'MB', better: 'lower' },
   rssGrowth: { label: 'RSS growth over the last half', unit: 'MB', better: 'lower', noRatio: true },
+  overhead: { label: 'encrypted / plain', unit: 'x', better: 'lower', noRatio: true },
+  plainWall: { label: 'plain wall', unit: 'ms', better: 'lower', noRatio: true },
+  encWall: { label: 'encrypted wall', unit: 'ms', better: 'lower', noRatio: true },
 };
 
 const it = (full, quick) => [full, quick];
@@ -171,6 +174,16 @@ export const SUITES = [
       { id: 'mem-reads', label: '100 x 10k-row reads', kind: 'memReads', params: { rows: 10000, perBlock: 10 }, metrics: ['rssPeak', 'rssGrowth'], iters: it(10, 10), warm: it(0, 0), series: 'rss', finalize: 'rss', isolate: true },
       { id: 'mem-iterate', label: 'iterate 100k rows', kind: 'iterate', params: { rows: 100_000 }, metrics: ['wall', 'main', 'rssPeak'], only: ['better-sqlite3', 'node:sqlite', 'quietsqlite'], iters: it(5, 2), warm: it(1, 0), isolate: true },
       { id: 'mem-streams', label: '100 streams, 1,000 writes', kind: 'memStreams', params: { streams: 100, perBlock: 100 }, metrics: ['rssPeak', 'rssGrowth'], only: 'async', quickSkip: ['sqlite3'], iters: it(10, 10), warm: it(0, 0), series: 'rss', finalize: 'rss', isolate: true },
+    ],
+  },
+  {
+    id: 'encryption',
+    n: 11,
+    title: 'Encryption overhead',
+    about: 'quietsqlite only: the same work on a plain database and on one encrypted with `encryptionKey` (default cipher chacha20), each a fresh 10,000-row copy of `items` beside the suite\'s file; the primary metric is the ratio encrypted / plain wall time within each sample (plain and encrypted alternate which goes first). Reads: one 10,000-row select (every field read). Writes: an `executeBatch` of 1,000 rows (deleted after each sample, untimed). Pages already in a connection\'s page cache are kept decrypted, so a repeated read pays decryption only for the pages it loads from the file.',
+    cases: [
+      { id: 'enc-read-10k', label: 'select 10k rows', kind: 'encryption', params: { op: 'read', rows: 10000 }, metrics: ['overhead', 'plainWall', 'encWall'], only: ['quietsqlite'], iters: it(30, 4), warm: it(2, 1) },
+      { id: 'enc-write-1k', label: 'batch 1k rows', kind: 'encryption', params: { op: 'write', rows: 1000 }, metrics: ['overhead', 'plainWall', 'encWall'], only: ['quietsqlite'], iters: it(30, 4), warm: it(2, 1) },
     ],
   },
 ];

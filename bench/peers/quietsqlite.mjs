@@ -39,6 +39,7 @@ export async function open(path, options = {}) {
   // persistent in the seeded file.
   const openOptions = { pragmas: { journal_mode: 'WAL', synchronous: 'NORMAL' } };
   if (options.readers) openOptions.readers = options.readers;
+  if (options.encryptionKey) openOptions.encryptionKey = options.encryptionKey;
   const db = await Database.open(path, openOptions);
   // Read back on the writer (select() refuses PRAGMA journal_mode as not read-only).
   const pragma = async (p) => {
@@ -85,6 +86,8 @@ export async function open(path, options = {}) {
         else live.close?.();
       };
     },
+    // A new database beside this one (the encryption suite compares two of them).
+    sibling: (suffix, extra = {}) => open(`${path}${suffix}`, { ...options, ...extra }),
     close: () => db.close(),
   };
 }

@@ -5,6 +5,21 @@ export declare class NativeDatabase {
   /** Starts the threads; `open_id` completes through `on_complete` once connections are open. */
   constructor(path: string, options: NativeOpenOptions, onComplete: unknown, openId: number)
   /**
+   * Opens a copy of serialized database `bytes` (see `Database::deserialize`); `open_id`
+   * completes like the constructor's.
+   */
+  static deserialize(bytes: Buffer, options: NativeOpenOptions, onComplete: unknown, openId: number): NativeDatabase
+  /**
+   * Copies the database (a snapshot) to `dest` on a reader thread; `progress_id`, if
+   * given, receives `[remaining, total]` reports; `id` completes when the file is in place.
+   */
+  backup(id: number, dest: string, pagesPerStep: number, progressId?: number | undefined | null, cancellable?: boolean | undefined | null): void
+  /**
+   * The main database's bytes (a snapshot, as on disk: encrypted if the file is);
+   * refused when larger than `max_bytes` (the largest Buffer).
+   */
+  serialize(id: number, maxBytes: number, cancellable?: boolean | undefined | null): void
+  /**
    * A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
    * `cancellable`: `cancel(id)` may be called for it (see `cancel`).
    */

@@ -5,6 +5,8 @@ import {
   SqliteError,
   ErrorCodes,
   Transaction,
+  type BackupOptions,
+  type BackupProgress,
   type CallOptions,
   type Diagnostics,
   type ExecuteResult,
@@ -133,10 +135,25 @@ export async function usage(): Promise<void> {
   const closed: 'ERR_QUIETSQLITE_CLOSED' = ErrorCodes.CLOSED;
   void closed;
 
+  // Backup and serialization.
+  const progress: BackupProgress[] = [];
+  const backupOptions: BackupOptions = { pagesPerStep: 10, onProgress: (p) => progress.push(p), signal: AbortSignal.timeout(1000) };
+  const backedUp: void = await db.backup('copy.db', backupOptions);
+  const bytes: Buffer = await db.serialize();
+  const copy: Database = await Database.deserialize(bytes, { readers: 1 });
+  await Database.deserialize(new Uint8Array(bytes), { encryptionKey: 'k', cipher: 'sqlcipher' });
+  void backedUp, copy;
+
   await db.close();
   await db.close({ force: true });
 
   // Misuse that the declarations must reject:
+  // @ts-expect-error pagesPerStep is a number
+  await db.backup('copy.db', { pagesPerStep: '10' });
+  // @ts-expect-error progress reports { remaining, total }
+  await db.backup('copy.db', { onProgress: (p: { done: number }) => p });
+  // @ts-expect-error deserialize takes bytes
+  await Database.deserialize('app.db');
   // @ts-expect-error intMode is a closed set of strings
   await Database.open(':memory:', { intMode: 'string' });
   // @ts-expect-error unknown open option

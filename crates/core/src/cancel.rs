@@ -33,11 +33,11 @@ pub struct Ticket {
 
 impl Ticket {
     /// A thread takes the request; false when it was cancelled while queued.
-    fn begin(&self) -> bool {
+    pub(crate) fn begin(&self) -> bool {
         self.state.compare_exchange(QUEUED, RUNNING, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 
-    fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.state.load(Ordering::Acquire) == INTERRUPTING
     }
 
@@ -45,7 +45,7 @@ impl Ticket {
         matches!(self.state.load(Ordering::Acquire), DONE | DROPPED)
     }
 
-    fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.state.store(DONE, Ordering::Release);
     }
 

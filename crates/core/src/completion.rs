@@ -21,6 +21,10 @@ pub enum Output {
     Chunk { rows: EncodedRows, done: bool },
     /// What `Database::diagnostics` reports.
     Diagnostics(Box<crate::diagnostics::Diagnostics>),
+    /// Bytes handed over as they are (`serialize`).
+    Bytes(Vec<u8>),
+    /// How far a backup is (sent with the backup's progress id, several times).
+    Progress { remaining: u32, total: u32 },
 }
 
 #[derive(Debug)]

@@ -53,7 +53,7 @@ static MEMORY_DB_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// 128 bits no other user can predict: std's `RandomState` keys come from the operating
 /// system's random source (once per thread, then varied per instance); hashing a counter
 /// and the time with two of them gives a fresh name each call without a new dependency.
-fn unpredictable_name() -> String {
+pub(crate) fn unpredictable_name() -> String {
     use std::collections::hash_map::RandomState;
     use std::hash::{BuildHasher, Hasher};
     let n = MEMORY_DB_COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -363,7 +363,7 @@ fn select_cipher(conn: &Connection, cipher: Cipher) -> Result<()> {
 /// Applies the key (if any) to a connection just opened, before anything else runs on it,
 /// then (if `check`) reads the schema: a wrong or missing key fails here, with a message
 /// about the key (never the key itself).
-fn unlock(conn: &Connection, key: Option<&Key>, check: bool) -> Result<()> {
+pub(crate) fn unlock(conn: &Connection, key: Option<&Key>, check: bool) -> Result<()> {
     if let Some(key) = key {
         select_cipher(conn, key.cipher)?;
         let secret = key.bytes();

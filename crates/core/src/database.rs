@@ -31,6 +31,8 @@ pub struct Database {
     iterators: Arc<Iterators>,
     /// Readers running something now (diagnostics).
     busy: Arc<AtomicUsize>,
+    /// The key the file is encrypted with now (for backups; see backup.rs).
+    key: crate::backup::KeySlot,
 }
 
 /// Ends a database whose owner is gone without `close()` (a terminated Worker's env
@@ -72,6 +74,18 @@ impl Database {
     /// creates the file and switches it to WAL), never on the caller's; `open_id`
     /// completes when every connection is open, or with the first error.
     pub fn open(opts: OpenOptions, sink: Arc<dyn CompletionSink>, open_id: RequestId) -> Result<Database> {
+        Database::open_with(opts, None, sink, open_id)
+    }
+
+    /// Opens a copy of a serialized database (`serialize()`'s bytes): they are written to a
+    /// private file, as `:memory:` uses, on the writer thread before any connection opens,
+    /// and the file is deleted when the database closes. `opts.path` is not used.
+    pub fn deserialize(bytes: Vec<u8>, opts: OpenOptions, sink: Arc<dyn CompletionSink>, open_id: RequestId) -> Result<Database> {
+        crate::backup::check_serialized(&bytes)?;
+        Database::open_with(OpenOptions { path: ":memory:".into(), ..opts }, Some(bytes), sink, open_id)
+    }
+
+    fn open_with(opts: OpenOptions, bytes: Option<Vec<u8>>, sink: Arc<dyn CompletionSink>, open_id: RequestId) -> Result<Database> {
         if opts.readers == 0 {
             return Err(Error::Range("readers must be at least 1".into()));
         }
@@ -88,6 +102,8 @@ impl Database {
         let thread_busy = busy.clone();
         let location = Location::resolve(&opts.path)?;
         location.check_shareable()?;
+        let key: crate::backup::KeySlot = Arc::new(std::sync::Mutex::new(opts.encryption.clone()));
+        let thread_key = key.clone();
         let poll_target = match (&location.temporary, readonly) {
             (None, true) => Some((location.clone(), opts.clone())),
             _ => None,
@@ -109,6 +125,13 @@ impl Database {
             .spawn(move || {
                 let loc = thread_location;
                 let mut opts = opts;
+                if let Some(bytes) = bytes {
+                    if let Err(e) = crate::backup::fill(&loc, &bytes) {
+                        loc.remove_temporary();
+                        thread_sink.complete(Completion { id: open_id, result: Err(e) });
+                        return;
+                    }
+                }
                 let started = start(&loc, &opts, reader_rx, thread_sink.clone(), &thread_cancellation, &thread_busy);
                 let writer = match started {
                     Ok(None) => {
@@ -132,6 +155,7 @@ impl Database {
                             reopen,
                             thread_iterators,
                         )
+                        .map(|w| w.with_key_slot(thread_key))
                     }
                     Err(e) => Err(e),
                 };
@@ -172,6 +196,7 @@ impl Database {
             cancellation,
             iterators,
             busy,
+            key,
         })
     }
 
@@ -247,6 +272,24 @@ impl Database {
         self.readers.send(ReaderMsg::Iterate(Box::new(queued))).map_err(|_| {
             self.iterators.end(id);
             self.cancellation.unregister(id, &ticket);
+            closed_by_failure()
+        })
+    }
+
+    /// Copies the main database (a snapshot) on a reader thread: to a file, or to bytes.
+    /// Progress reports arrive with `job.progress_id`, the outcome with `job.id`.
+    pub fn backup(&self, job: crate::backup::BackupJob) -> Result<()> {
+        self.check_open()?;
+        let ticket = job.cancellable.then(|| self.cancellation.register(job.id));
+        let id = job.id;
+        let stops = crate::backup::Stops { ticket: ticket.clone(), cancellation: self.cancellation.clone() };
+        let key = crate::backup::current_key(&self.key);
+        let sink = self.sink.clone();
+        let task: reader::ReaderTask = Box::new(move |conn| crate::backup::run(conn, job, key, stops, &*sink));
+        self.readers.send(ReaderMsg::Task(task)).map_err(|_| {
+            if let Some(t) = &ticket {
+                self.cancellation.unregister(id, t);
+            }
             closed_by_failure()
         })
     }
@@ -335,6 +378,8 @@ impl Database {
     /// writer is waited for). `id` completes once every thread has closed its connection.
     pub fn close(&self, id: RequestId) {
         self.closed.store(true, Ordering::Release);
+        // No backup can start any more: the key goes (a running one holds its own copy).
+        *self.key.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.live.stop();
         // Readers held by iterators come back to their queue (and take their Stop there).
         self.iterators.end_all(Error::Closed("the database was closed while this iterator was open".into()));

@@ -9,6 +9,7 @@
 // Links quietsqlite's SQLite (the crate has no Rust API; naming it is what links it).
 use quietsqlite_sqlite as _;
 
+pub mod backup;
 pub mod bind;
 pub mod cancel;
 pub mod completion;
@@ -28,6 +29,7 @@ pub mod statement_rules;
 pub mod value;
 pub mod writer;
 
+pub use backup::{BackupJob, BackupTarget};
 pub use cancel::CancelOutcome;
 pub use completion::{Completion, CompletionSink, Output, RequestId};
 pub use connection::{Cipher, Key, OpenOptions};

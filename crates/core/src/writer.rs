@@ -104,6 +104,8 @@ pub(crate) struct Writer {
     cipher: Cipher,
     /// Open iterators hold readers; a rekey ends them first (a parked reader holds nothing).
     iterators: Arc<crate::iterate::Iterators>,
+    /// Where backups find the key the file has now (see backup.rs).
+    key_slot: Option<crate::backup::KeySlot>,
 }
 
 impl Writer {
@@ -147,7 +149,13 @@ impl Writer {
             encrypted,
             cipher,
             iterators,
+            key_slot: None,
         })
+    }
+
+    pub(crate) fn with_key_slot(mut self, slot: crate::backup::KeySlot) -> Self {
+        self.key_slot = Some(slot);
+        self
     }
 
     pub fn run(mut self, queue: Receiver<WriterMsg>) {
@@ -396,6 +404,9 @@ impl Writer {
         };
         let reader_failure = gate.release(reopen, self.reader_count);
         outcome?;
+        if let Some(slot) = &self.key_slot {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = key.clone();
+        }
         self.encrypted = key.is_some();
         if let Some(k) = &key {
             self.cipher = k.cipher;

@@ -91,6 +91,9 @@ fn throw_panic(env: &Env, payload: &(dyn std::any::Any + Send)) -> napi::Error {
     napi::Error::from_status(Status::PendingException)
 }
 
+/// Pages per step of `serialize` (4 MiB at 4096-byte pages).
+const SERIALIZE_PAGES_PER_STEP: u32 = 1024;
+
 /// The most parameters one statement takes: the JS layer refuses longer lists with it.
 #[napi]
 pub const MAX_PARAMETERS: u32 = quietsqlite_core::MAX_PARAMETERS;
@@ -162,30 +165,68 @@ impl NativeDatabase {
         open_id: u32,
     ) -> Result<Self> {
         guard(&env, || {
-            // SAFETY: the JS thread, this call's env, and a callback value of this call.
-            let sink = unsafe { NodeSink::new(env.raw(), on_complete.raw()) }
-                .map_err(|s| napi::Error::from_status(Status::from(s)))?;
-            let mut opts = OpenOptions::new(path);
-            opts.readers = options.readers as usize;
-            opts.readonly = options.readonly;
-            opts.busy_timeout_ms = options.busy_timeout;
-            opts.external_checkpoints = options.external_checkpoints.unwrap_or(false);
-            opts.pragmas = options
-                .pragmas
-                .into_iter()
-                .filter_map(|p| match <[String; 2]>::try_from(p) {
-                    Ok([k, v]) => Some((k, v)),
-                    Err(_) => None,
-                })
-                .collect();
-            if let Some(bytes) = &options.encryption_key {
-                let key = make_key(bytes, options.raw_key.unwrap_or(false), options.cipher.as_deref())
-                    .map_err(|e| core_error(&env, e))?;
-                opts.encryption = Some(Arc::new(key));
-            }
-            let db = Database::open(opts, sink.clone(), open_id).map_err(|e| core_error(&env, e))?;
-            let cleanup = sink::CleanupHook::add(env.raw(), &sink, db.abandoner());
-            Ok(NativeDatabase { db, sink, cleanup })
+            NativeDatabase::start(&env, path, options, on_complete, |opts, sink| Database::open(opts, sink, open_id))
+        })
+    }
+
+    /// Opens a copy of serialized database `bytes` (see `Database::deserialize`); `open_id`
+    /// completes like the constructor's.
+    #[napi(factory)]
+    pub fn deserialize(
+        env: Env,
+        bytes: Buffer,
+        options: NativeOpenOptions,
+        on_complete: Unknown,
+        open_id: u32,
+    ) -> Result<Self> {
+        guard(&env, || {
+            // Checked before the copy is allocated.
+            quietsqlite_core::backup::check_serialized(&bytes).map_err(|e| core_error(&env, e))?;
+            let copy = bytes.to_vec();
+            NativeDatabase::start(&env, ":memory:".into(), options, on_complete, |opts, sink| {
+                Database::deserialize(copy, opts, sink, open_id)
+            })
+        })
+    }
+
+    /// Copies the database (a snapshot) to `dest` on a reader thread; `progress_id`, if
+    /// given, receives `[remaining, total]` reports; `id` completes when the file is in place.
+    #[napi]
+    pub fn backup(
+        &self,
+        env: Env,
+        id: u32,
+        dest: String,
+        pages_per_step: u32,
+        progress_id: Option<u32>,
+        cancellable: Option<bool>,
+    ) -> Result<()> {
+        guard(&env, || {
+            let job = quietsqlite_core::BackupJob {
+                id,
+                target: quietsqlite_core::BackupTarget::File(dest.into()),
+                pages_per_step,
+                progress_id,
+                cancellable: cancellable.unwrap_or(false),
+            };
+            self.db.backup(job).map_err(|e| core_error(&env, e))
+        })
+    }
+
+    /// The main database's bytes (a snapshot, as on disk: encrypted if the file is);
+    /// refused when larger than `max_bytes` (the largest Buffer).
+    #[napi]
+    pub fn serialize(&self, env: Env, id: u32, max_bytes: f64, cancellable: Option<bool>) -> Result<()> {
+        guard(&env, || {
+            let job = quietsqlite_core::BackupJob {
+                id,
+                target: quietsqlite_core::BackupTarget::Bytes { max_bytes: max_bytes.max(0.0) as u64 },
+                // Large steps (nothing reports progress); cancellation is looked at between them.
+                pages_per_step: SERIALIZE_PAGES_PER_STEP,
+                progress_id: None,
+                cancellable: cancellable.unwrap_or(false),
+            };
+            self.db.backup(job).map_err(|e| core_error(&env, e))
         })
     }
 
@@ -518,6 +559,43 @@ impl Drop for NativeDatabase {
             self.sink.release();
             self.cleanup.remove();
         }));
+    }
+}
+
+impl NativeDatabase {
+    /// What the constructor and `deserialize` share: the completion channel, the options,
+    /// then `open` (which starts the threads).
+    fn start(
+        env: &Env,
+        path: String,
+        options: NativeOpenOptions,
+        on_complete: Unknown,
+        open: impl FnOnce(OpenOptions, Arc<NodeSink>) -> std::result::Result<Database, CoreError>,
+    ) -> Result<Self> {
+        // SAFETY: the JS thread, this call's env, and a callback value of this call.
+        let sink = unsafe { NodeSink::new(env.raw(), on_complete.raw()) }
+            .map_err(|s| napi::Error::from_status(Status::from(s)))?;
+        let mut opts = OpenOptions::new(path);
+        opts.readers = options.readers as usize;
+        opts.readonly = options.readonly;
+        opts.busy_timeout_ms = options.busy_timeout;
+        opts.external_checkpoints = options.external_checkpoints.unwrap_or(false);
+        opts.pragmas = options
+            .pragmas
+            .into_iter()
+            .filter_map(|p| match <[String; 2]>::try_from(p) {
+                Ok([k, v]) => Some((k, v)),
+                Err(_) => None,
+            })
+            .collect();
+        if let Some(bytes) = &options.encryption_key {
+            let key = make_key(bytes, options.raw_key.unwrap_or(false), options.cipher.as_deref())
+                .map_err(|e| core_error(env, e))?;
+            opts.encryption = Some(Arc::new(key));
+        }
+        let db = open(opts, sink.clone()).map_err(|e| core_error(env, e))?;
+        let cleanup = sink::CleanupHook::add(env.raw(), &sink, db.abandoner());
+        Ok(NativeDatabase { db, sink, cleanup })
     }
 }
 

@@ -446,6 +446,14 @@ unsafe fn output_to_js(env: sys::napi_env, out: Output) -> NapiResult<sys::napi_
             Ok(arr)
         }
         Output::Diagnostics(d) => diagnostics_to_js(env, &d),
+        Output::Bytes(bytes) => buffer(env, bytes),
+        Output::Progress { remaining, total } => {
+            let mut arr = ptr::null_mut();
+            ok(sys::napi_create_array_with_length(env, 2, &mut arr))?;
+            set(env, arr, 0, number(env, remaining as f64)?)?;
+            set(env, arr, 1, number(env, total as f64)?)?;
+            Ok(arr)
+        }
         Output::Done => {
             let mut u = ptr::null_mut();
             ok(sys::napi_get_undefined(env, &mut u))?;

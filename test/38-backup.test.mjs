@@ -1,0 +1,338 @@
+// Backup, serialize and deserialize (issue 9): a consistent copy made on a reader thread while
+// writes go on; progress, cancellation and errors; encrypted databases stay encrypted.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
+import { join } from 'node:path';
+import { Database, SqliteError, rejectsAsync, assertSqliteError, tempDir } from './fixtures/helpers.mjs';
+
+const KEY = 'backup passphrase 42';
+const SECRET = 'plaintext-marker-b4c7';
+
+async function fill(db, rows = 2000, padBytes = 300) {
+  await db.execute('CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, v TEXT, pad BLOB)');
+  await db.executeBatch(
+    `INSERT INTO t(v, pad) VALUES (?, randomblob(${padBytes}))`,
+    Array.from({ length: rows }, (_, i) => [`${SECRET}-${i}`]),
+  );
+}
+
+async function integrity(db) {
+  return (await db.execute('PRAGMA integrity_check')).rows;
+}
+
+const OK = [{ integrity_check: 'ok' }];
+
+test('backup copies every row into a file that passes integrity_check', async (t) => {
+  const dir = await tempDir(t);
+  const db = await Database.open(join(dir, 'src.db'), { readers: 2 });
+  t.after(() => db.close());
+  await fill(db);
+  const dest = join(dir, 'copy.db');
+  assert.equal(await db.backup(dest), undefined);
+  const copy = await Database.open(dest, { readonly: true, readers: 1 });
+  t.after(() => copy.close());
+  assert.deepStrictEqual(await integrity(db), OK);
+  assert.deepStrictEqual((await copy.select('PRAGMA integrity_check')), OK);
+  assert.deepStrictEqual(await copy.select('SELECT id, v FROM t ORDER BY id'), await db.select('SELECT id, v FROM t ORDER BY id'));
+  // Nothing else is left beside the destination (the temporary file was renamed).
+  assert.deepStrictEqual(readdirSync(dir).filter((f) => f.includes('quietsqlite-backup')), []);
+});
+
+test('backup under steady writes finishes, and holds one consistent snapshot', { timeout: 30_000 }, async (t) => {
+  const dir = await tempDir(t);
+  const db = await Database.open(join(dir, 'busy.db'), { readers: 2 });
+  t.after(() => db.close());
+  // About 3,000 pages: one pass at one page per step takes far longer than the gap between
+  // two of the commits below.
+  await fill(db, 3000, 4000);
+  await db.execute('PRAGMA wal_checkpoint(TRUNCATE)');
+  // Each write transaction adds exactly 10 rows: a consistent copy has a multiple of 10
+  // more rows than the 3000 above.
+  let writing = true;
+  let commits = 0;
+  const writer = (async () => {
+    while (writing) {
+      await db.executeBatch('INSERT INTO t(v, pad) VALUES (?, randomblob(300))', Array.from({ length: 10 }, () => ['w']));
+      commits++;
+    }
+  })();
+  while (commits < 3) await new Promise((r) => setImmediate(r));
+  const commitsBefore = commits;
+  const progress = [];
+  const dest = join(dir, 'busy-copy.db');
+  // One page per step: many steps, with commits landing between them. A backup that took a
+  // new read snapshot per step would restart after each commit and never end.
+  await db.backup(dest, { pagesPerStep: 1, onProgress: (p) => progress.push(p) });
+  const commitsDuring = commits - commitsBefore;
+  writing = false;
+  await writer;
+  assert.ok(commitsDuring > 0, 'writes went on during the backup');
+  const copy = await Database.open(dest, { readers: 1 });
+  t.after(() => copy.close());
+  assert.deepStrictEqual(await integrity(copy), OK);
+  const { n } = await copy.selectOne('SELECT count(*) AS n FROM t');
+  assert.equal((n - 3000) % 10, 0, `a torn copy: ${n} rows`);
+  assert.ok(n < (await db.selectOne('SELECT count(*) AS n FROM t')).n, 'the copy is a snapshot taken before the last writes');
+  // Progress: remaining never grows, total is fixed (one snapshot), the last report is 0.
+  assert.ok(progress.length >= 1);
+  const total = progress[0].total;
+  assert.ok(total > 1);
+  for (let i = 0; i < progress.length; i++) {
+    assert.equal(progress[i].total, total);
+    if (i > 0) assert.ok(progress[i].remaining <= progress[i - 1].remaining);
+  }
+  assert.deepStrictEqual(progress.at(-1), { remaining: 0, total });
+});
+
+test('onProgress is called on the JavaScript thread, throttled, and its exception stops the backup', async (t) => {
+  const dir = await tempDir(t);
+  const db = await Database.open(join(dir, 'p.db'), { readers: 1 });
+  t.after(() => db.close());
+  await fill(db, 3000, 4000);
+  const { pages } = await db.selectOne('SELECT page_count AS pages FROM pragma_page_count');
+  const calls = [];
+  await db.backup(join(dir, 'p1.db'), { pagesPerStep: 1, onProgress: (p) => calls.push(p) });
+  // One page per step gives hundreds of steps; reports are far fewer (at most one per 50 ms
+  // plus the last), and each came through the event loop.
+  assert.ok(pages > 200, `${pages} pages`);
+  assert.ok(calls.length < pages / 2, `${calls.length} reports for ${pages} pages`);
+  assert.equal(calls.at(-1).total, pages);
+
+  const boom = new Error('stop here');
+  const err = await rejectsAsync(
+    () => db.backup(join(dir, 'p2.db'), { pagesPerStep: 1, onProgress: () => { throw boom; } }),
+    (e) => e === boom,
+  );
+  assert.equal(err, boom);
+  assert.equal(existsSync(join(dir, 'p2.db')), false);
+  assert.deepStrictEqual(readdirSync(dir).filter((f) => f.includes('quietsqlite-backup')), []);
+});
+
+test('a signal stops a backup cleanly: nothing at destPath, an existing file untouched', async (t) => {
+  const dir = await tempDir(t);
+  const db = await Database.open(join(dir, 's.db'), { readers: 1 });
+  t.after(() => db.close());
+  // About 3,000 pages at one page per step: the copy takes far longer than a progress
+  // report takes to reach JavaScript and the abort to come back.
+  await fill(db, 3000, 4000);
+  const dest = join(dir, 's-copy.db');
+  const ac = new AbortController();
+  const reason = new Error('user cancelled');
+  const p = db.backup(dest, {
+    pagesPerStep: 1,
+    signal: ac.signal,
+    onProgress: ({ remaining, total }) => {
+      if (remaining < total) ac.abort(reason);
+    },
+  });
+  const err = await rejectsAsync(() => p, (e) => e === reason);
+  assert.equal(err, reason);
+  assert.equal(existsSync(dest), false);
+  assert.deepStrictEqual(readdirSync(dir).filter((f) => f.includes('quietsqlite-backup')), []);
+
+  // An existing destination stays as it was when the backup is stopped.
+  writeFileSync(dest, 'old contents');
+  const ac2 = new AbortController();
+  const p2 = db.backup(dest, {
+    pagesPerStep: 1,
+    signal: ac2.signal,
+    onProgress: () => ac2.abort(reason),
+  });
+  await rejectsAsync(() => p2, (e) => e === reason);
+  assert.equal(readFileSync(dest, 'utf8'), 'old contents');
+
+  // Aborted before it starts: rejects at once and writes nothing.
+  await rejectsAsync(() => db.backup(join(dir, 'never.db'), { signal: AbortSignal.abort(reason) }), (e) => e === reason);
+  assert.equal(existsSync(join(dir, 'never.db')), false);
+  // The database is still fine for the next backup.
+  await db.backup(dest);
+  const copy = await Database.open(dest, { readers: 1 });
+  t.after(() => copy.close());
+  assert.equal((await copy.selectOne('SELECT count(*) AS n FROM t')).n, 3000);
+});
+
+test('backup replaces an existing destination and drops its stale WAL', async (t) => {
+  const dir = await tempDir(t);
+  const dest = join(dir, 'old.db');
+  // An older database at dest, with an uncheckpointed WAL left behind.
+  const old = await Database.open(dest, { readers: 1, checkpoints: 'external' });
+  await old.execute('CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT, pad BLOB)');
+  await old.execute("INSERT INTO t(v) VALUES ('old row')");
+  await old.close();
+  const db = await Database.open(join(dir, 'new.db'), { readers: 1 });
+  t.after(() => db.close());
+  await fill(db, 50);
+  await db.backup(dest);
+  const copy = await Database.open(dest, { readers: 1 });
+  t.after(() => copy.close());
+  assert.deepStrictEqual(await integrity(copy), OK);
+  assert.equal((await copy.selectOne('SELECT count(*) AS n FROM t')).n, 50);
+  assert.equal(await copy.selectOne("SELECT 1 AS x FROM t WHERE v = 'old row'"), undefined);
+});
+
+test('backup errors: destination is the database, not writable, bad options, closed database', async (t) => {
+  const dir = await tempDir(t);
+  const path = join(dir, 'e.db');
+  const db = await Database.open(path, { readers: 1 });
+  await fill(db, 10);
+  for (const self of [path, join(dir, '.', 'e.db'), `${path}-wal`, `${path}-journal`]) {
+    const err = await rejectsAsync(() => db.backup(self), RangeError);
+    assert.match(err.message, /destination is the database itself/);
+  }
+  const missing = await rejectsAsync(() => db.backup(join(dir, 'no', 'such', 'dir', 'x.db')), SqliteError);
+  assertSqliteError(missing, 'SQLITE_CANTOPEN');
+  if (process.getuid?.() !== 0) {
+    const ro = join(dir, 'ro');
+    const { mkdirSync } = await import('node:fs');
+    mkdirSync(ro);
+    chmodSync(ro, 0o500);
+    const denied = await rejectsAsync(() => db.backup(join(ro, 'x.db')), SqliteError);
+    assertSqliteError(denied, 'SQLITE_CANTOPEN');
+    chmodSync(ro, 0o700);
+  }
+  await rejectsAsync(() => db.backup(''), TypeError);
+  await rejectsAsync(() => db.backup(42), TypeError);
+  await rejectsAsync(() => db.backup(':memory:'), TypeError);
+  await rejectsAsync(() => db.backup(join(dir, 'x.db'), { pagesPerStep: 0 }), RangeError);
+  await rejectsAsync(() => db.backup(join(dir, 'x.db'), { pagesPerStep: 1.5 }), TypeError);
+  await rejectsAsync(() => db.backup(join(dir, 'x.db'), { onProgress: 'no' }), TypeError);
+  await rejectsAsync(() => db.backup(join(dir, 'x.db'), { signal: {} }), TypeError);
+  await rejectsAsync(() => db.backup(join(dir, 'x.db'), { pagesPerstep: 5 }), /did you mean 'pagesPerStep'/);
+  assert.equal(existsSync(join(dir, 'x.db')), false);
+  await db.close();
+  const closed = await rejectsAsync(() => db.backup(join(dir, 'y.db')), Error);
+  assert.equal(closed.code, 'ERR_QUIETSQLITE_CLOSED');
+  await rejectsAsync(() => db.serialize(), (e) => e.code === 'ERR_QUIETSQLITE_CLOSED');
+});
+
+test('close() waits for a running backup, which completes', async (t) => {
+  const dir = await tempDir(t);
+  const db = await Database.open(join(dir, 'c.db'), { readers: 1 });
+  await fill(db, 3000);
+  const dest = join(dir, 'c-copy.db');
+  const backup = db.backup(dest, { pagesPerStep: 1 });
+  await db.close();
+  await backup;
+  const copy = await Database.open(dest, { readers: 1 });
+  t.after(() => copy.close());
+  assert.equal((await copy.selectOne('SELECT count(*) AS n FROM t')).n, 3000);
+});
+
+test('an encrypted database backs up to a file encrypted with the same key and cipher', async (t) => {
+  const dir = await tempDir(t);
+  for (const cipher of ['chacha20', 'sqlcipher']) {
+    const db = await Database.open(join(dir, `${cipher}.db`), { encryptionKey: KEY, cipher, readers: 1 });
+    await fill(db, 200);
+    const dest = join(dir, `${cipher}-copy.db`);
+    await db.backup(dest, { pagesPerStep: 3 });
+    await db.close();
+    const bytes = readFileSync(dest);
+    assert.notEqual(bytes.subarray(0, 15).toString('latin1'), 'SQLite format 3', cipher);
+    assert.equal(bytes.indexOf(SECRET), -1, `${cipher}: a stored value is readable in the copy`);
+    const err = await rejectsAsync(() => Database.open(dest, { readers: 1 }), SqliteError);
+    assertSqliteError(err, 'SQLITE_NOTADB');
+    const copy = await Database.open(dest, { encryptionKey: KEY, cipher, readers: 1 });
+    assert.deepStrictEqual(await integrity(copy), OK);
+    assert.equal((await copy.selectOne('SELECT count(*) AS n FROM t')).n, 200);
+    await copy.close();
+  }
+});
+
+test('after rekey, a backup uses the new key; after rekey(null), it is plaintext', async (t) => {
+  const dir = await tempDir(t);
+  const db = await Database.open(join(dir, 'r.db'), { encryptionKey: KEY, readers: 2 });
+  t.after(() => db.close());
+  await fill(db, 100);
+  await db.rekey('the new key');
+  await db.backup(join(dir, 'r1.db'));
+  const r1 = await Database.open(join(dir, 'r1.db'), { encryptionKey: 'the new key', readers: 1 });
+  assert.equal((await r1.selectOne('SELECT count(*) AS n FROM t')).n, 100);
+  await r1.close();
+  await rejectsAsync(() => Database.open(join(dir, 'r1.db'), { encryptionKey: KEY, readers: 1 }), SqliteError);
+  await db.rekey(null);
+  await db.backup(join(dir, 'r2.db'));
+  assert.equal(readFileSync(join(dir, 'r2.db')).subarray(0, 15).toString('latin1'), 'SQLite format 3');
+  const r2 = await Database.open(join(dir, 'r2.db'), { readers: 1 });
+  assert.equal((await r2.selectOne('SELECT count(*) AS n FROM t')).n, 100);
+  await r2.close();
+});
+
+test('serialize and deserialize round-trip; the copy is a working, separate database', async (t) => {
+  const dir = await tempDir(t);
+  const db = await Database.open(join(dir, 'ser.db'), { readers: 2 });
+  t.after(() => db.close());
+  await fill(db, 500);
+  const bytes = await db.serialize();
+  assert.ok(Buffer.isBuffer(bytes));
+  const { size } = await db.selectOne('SELECT page_count * page_size AS size FROM pragma_page_count, pragma_page_size');
+  assert.equal(bytes.length, size);
+  assert.equal(bytes.subarray(0, 15).toString('latin1'), 'SQLite format 3');
+
+  const copy = await Database.deserialize(bytes, { readers: 2 });
+  assert.equal(copy.path, ':memory:');
+  assert.deepStrictEqual(await integrity(copy), OK);
+  assert.deepStrictEqual(await copy.select('SELECT id, v FROM t ORDER BY id'), await db.select('SELECT id, v FROM t ORDER BY id'));
+  // Readers and the writer work, and the copy is independent of the original.
+  await copy.execute("INSERT INTO t(v) VALUES ('only in the copy')");
+  const seen = await Promise.all([1, 2, 3, 4].map(() => copy.selectOne('SELECT count(*) AS n FROM t')));
+  assert.deepStrictEqual(seen.map((r) => r.n), [501, 501, 501, 501]);
+  assert.equal((await db.selectOne('SELECT count(*) AS n FROM t')).n, 500);
+  // A copy of the copy, from a Uint8Array that is not a Buffer.
+  const again = await copy.serialize();
+  const u8 = new Uint8Array(again.length + 8);
+  u8.set(again, 8);
+  const third = await Database.deserialize(u8.subarray(8));
+  assert.equal((await third.selectOne('SELECT count(*) AS n FROM t')).n, 501);
+  await third.close();
+  await copy.close();
+});
+
+test('deserialize deletes its private file on close', async (t) => {
+  const db = await Database.open(':memory:', { readers: 1 });
+  t.after(() => db.close());
+  await fill(db, 10);
+  const copy = await Database.deserialize(await db.serialize(), { readers: 1 });
+  const before = readdirSync('/dev/shm').filter((f) => f.startsWith('quietsqlite-memory-')).length;
+  await copy.close();
+  const after = readdirSync('/dev/shm').filter((f) => f.startsWith('quietsqlite-memory-')).length;
+  assert.ok(after < before, `${before} -> ${after}`);
+});
+
+test('deserialize rejects bytes that are not a database with SQLITE_NOTADB', async () => {
+  for (const bytes of [Buffer.alloc(0), Buffer.from('hello'), Buffer.alloc(4096, 7), Buffer.from('SQLite format 3\0'.padEnd(1024, 'x'))]) {
+    const err = await rejectsAsync(() => Database.deserialize(bytes, { readers: 1 }), SqliteError);
+    assertSqliteError(err, 'SQLITE_NOTADB');
+  }
+  await rejectsAsync(() => Database.deserialize('not bytes'), TypeError);
+  await rejectsAsync(() => Database.deserialize([1, 2, 3]), TypeError);
+});
+
+test('an encrypted database serializes to encrypted bytes, opened again with its key', async (t) => {
+  const db = await Database.open(':memory:', { encryptionKey: KEY, cipher: 'sqlcipher', readers: 1 });
+  t.after(() => db.close());
+  await fill(db, 100);
+  const bytes = await db.serialize();
+  assert.notEqual(bytes.subarray(0, 15).toString('latin1'), 'SQLite format 3');
+  assert.equal(bytes.indexOf(SECRET), -1, 'serialize() handed out plaintext');
+  const wrong = await rejectsAsync(() => Database.deserialize(bytes, { readers: 1 }), SqliteError);
+  assertSqliteError(wrong, 'SQLITE_NOTADB');
+  const copy = await Database.deserialize(bytes, { encryptionKey: KEY, cipher: 'sqlcipher', readers: 1 });
+  t.after(() => copy.close());
+  assert.deepStrictEqual(await integrity(copy), OK);
+  assert.equal((await copy.selectOne('SELECT count(*) AS n FROM t')).n, 100);
+});
+
+test('a read-only database backs up and serializes', async (t) => {
+  const dir = await tempDir(t);
+  const path = join(dir, 'ro.db');
+  const w = await Database.open(path, { readers: 1 });
+  await fill(w, 20);
+  await w.close();
+  const db = await Database.open(path, { readonly: true, readers: 1 });
+  t.after(() => db.close());
+  await db.backup(join(dir, 'ro-copy.db'));
+  const copy = await Database.deserialize(await db.serialize(), { readers: 1 });
+  t.after(() => copy.close());
+  assert.equal((await copy.selectOne('SELECT count(*) AS n FROM t')).n, 20);
+});
