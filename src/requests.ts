@@ -14,6 +14,8 @@ export const enum Kind {
   Execute,
   Batch,
   Done,
+  /** A prepared statement's description (`Statement.columns()`). */
+  Describe,
 }
 
 interface Pending {
@@ -95,6 +97,12 @@ export interface ExecuteResult {
   changes: number;
   lastInsertRowid: number | bigint;
   rows: unknown[];
+}
+
+/** What preparing a statement tells (crates/core/src/statements.rs). */
+export interface Description {
+  readonly: boolean;
+  columns: { name: string; type: string | null }[];
 }
 
 export class Requests {
@@ -302,6 +310,11 @@ export class Requests {
         return { changes: payload as number };
       case Kind.Done:
         return undefined;
+      case Kind.Describe: {
+        const [readonly, names, types] = payload as [boolean, string[], (string | null)[]];
+        const description: Description = { readonly, columns: names.map((name, i) => ({ name, type: types[i] ?? null })) };
+        return description;
+      }
     }
   }
 }

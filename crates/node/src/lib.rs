@@ -11,7 +11,7 @@ use napi::sys;
 use napi_derive::napi;
 use quietsqlite_core::connection::{Cipher, Key, OpenOptions};
 use quietsqlite_core::{
-    BatchSets, Database, Error as CoreError, Params, ReadFormat, ReadJob, TxMode, WriteJob, WriteKind,
+    BatchSets, Database, Error as CoreError, Params, ReadFormat, ReadJob, Statements, TxMode, WriteJob, WriteKind,
 };
 use sink::NodeSink;
 use std::sync::Arc;
@@ -128,6 +128,8 @@ pub struct NativeDatabase {
     db: Database,
     sink: Arc<NodeSink>,
     cleanup: sink::CleanupHook,
+    /// Prepared statements: the SQL of each id (`prepare_statement`).
+    statements: Statements,
 }
 
 fn tx_of(tx: u32) -> Option<u32> {
@@ -138,6 +140,7 @@ fn read_format(format: u32) -> ReadFormat {
     match format {
         1 => ReadFormat::Rows { max_rows: Some(1) },
         2 => ReadFormat::Json,
+        3 => ReadFormat::Describe,
         _ => ReadFormat::Rows { max_rows: None },
     }
 }
@@ -177,17 +180,18 @@ impl NativeDatabase {
             }
             let db = Database::open(opts, sink.clone(), open_id).map_err(|e| core_error(&env, e))?;
             let cleanup = sink::CleanupHook::add(env.raw(), &sink, db.abandoner());
-            Ok(NativeDatabase { db, sink, cleanup })
+            Ok(NativeDatabase { db, sink, cleanup, statements: Statements::default() })
         })
     }
 
     /// A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
     /// `cancellable`: `cancel(id)` may be called for it (see `cancel`).
     #[napi]
-    pub fn read(&self, env: Env, id: u32, sql: String, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
+    pub fn read(&self, env: Env, id: u32, sql: Either<String, u32>, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
             self.db
                 .read(ReadJob { id, sql, params, format: read_format(format), cancellable: cancellable.unwrap_or(false) })
                 .map_err(|e| core_error(&env, e))
@@ -202,7 +206,7 @@ impl NativeDatabase {
         env: Env,
         id: u32,
         tx: u32,
-        sql: String,
+        sql: Either<String, u32>,
         params: Unknown,
         format: u32,
         cancellable: Option<bool>,
@@ -210,15 +214,17 @@ impl NativeDatabase {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Read { sql, params, format: read_format(format) }, cancellable)
         })
     }
 
     #[napi]
-    pub fn execute(&self, env: Env, id: u32, tx: u32, sql: String, params: Unknown, cancellable: Option<bool>) -> Result<()> {
+    pub fn execute(&self, env: Env, id: u32, tx: u32, sql: Either<String, u32>, params: Unknown, cancellable: Option<bool>) -> Result<()> {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Execute { sql, params }, cancellable)
         })
     }
@@ -230,7 +236,7 @@ impl NativeDatabase {
         env: Env,
         id: u32,
         tx: u32,
-        sql: String,
+        sql: Either<String, u32>,
         param_sets: Unknown,
         cancellable: Option<bool>,
     ) -> Result<()> {
@@ -238,6 +244,7 @@ impl NativeDatabase {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let sets: Vec<Params> =
                 unsafe { values::to_param_sets(env.raw(), param_sets.raw()) }.map_err(|e| throw(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Each(sets) }, cancellable)
         })
     }
@@ -251,7 +258,7 @@ impl NativeDatabase {
         env: Env,
         id: u32,
         tx: u32,
-        sql: String,
+        sql: Either<String, u32>,
         set_lens: Uint32Array,
         tags: Uint8Array,
         nums: Float64Array,
@@ -270,6 +277,7 @@ impl NativeDatabase {
                 blobs: blobs.iter().map(|b| b.to_vec()).collect(),
             };
             packed.check().map_err(|e| core_error(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Packed(packed) }, cancellable)
         })
     }
@@ -377,10 +385,11 @@ impl NativeDatabase {
 
     /// Subscribes a live query; emissions arrive as completions with `id` until unsubscribed.
     #[napi]
-    pub fn subscribe(&self, env: Env, id: u32, sql: String, params: Unknown, max_delay_ms: u32) -> Result<()> {
+    pub fn subscribe(&self, env: Env, id: u32, sql: Either<String, u32>, params: Unknown, max_delay_ms: u32) -> Result<()> {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
             self.db
                 .subscribe(id, sql, params, Duration::from_millis(max_delay_ms as u64))
                 .map_err(|e| core_error(&env, e))
@@ -400,6 +409,24 @@ impl NativeDatabase {
     pub fn unsubscribe(&self, env: Env, id: u32) -> Result<()> {
         guard(&env, || {
             self.db.unsubscribe(id);
+            Ok(())
+        })
+    }
+
+    /// Registers a prepared statement's SQL; the returned id stands for it in every method
+    /// that takes `sql`. The text is checked when first used, as the same text given
+    /// directly would be.
+    #[napi]
+    pub fn prepare_statement(&self, env: Env, sql: String) -> Result<u32> {
+        guard(&env, || self.statements.register(sql).map_err(|e| core_error(&env, e)))
+    }
+
+    /// Forgets a prepared statement (closed, or its object collected). Requests already
+    /// sent with its id have their SQL and are not affected.
+    #[napi]
+    pub fn release_statement(&self, env: Env, id: u32) -> Result<()> {
+        guard(&env, || {
+            self.statements.release(id);
             Ok(())
         })
     }
@@ -440,6 +467,12 @@ impl NativeDatabase {
         })
     }
 
+    /// How many prepared statements are registered (proves collected ones are freed).
+    #[napi]
+    pub fn statement_count(&self) -> u32 {
+        self.statements.count() as u32
+    }
+
     /// A reader thread panics while serving request `id`.
     #[napi]
     pub fn panic_for_tests(&self, env: Env, id: u32) -> Result<()> {
@@ -472,7 +505,15 @@ impl Drop for NativeDatabase {
     }
 }
 
+
 impl NativeDatabase {
+    fn sql_of(&self, env: &Env, sql: Either<String, u32>) -> Result<String> {
+        match sql {
+            Either::A(text) => Ok(text),
+            Either::B(id) => self.statements.sql(id).map(|s| s.to_string()).map_err(|e| core_error(env, e)),
+        }
+    }
+
     fn submit(&self, env: &Env, id: u32, tx: u32, kind: WriteKind, cancellable: Option<bool>) -> Result<()> {
         let job = WriteJob { id, tx: tx_of(tx), kind, cancellable: cancellable.unwrap_or(false) };
         self.db.write(job).map_err(|e| core_error(env, e))
