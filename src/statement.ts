@@ -30,6 +30,14 @@ export interface StatementHost {
   releaseStatement(id: number): void;
 }
 
+const enum Op {
+  Select,
+  SelectOne,
+  SelectBytes,
+  Execute,
+  Batch,
+}
+
 /** The database's `iterate` entry (streaming results), as the API fixes it. */
 interface IterateHost {
   iterate?: (sql: string, params?: unknown, options?: unknown) => AsyncIterableIterator<unknown>;
@@ -89,47 +97,73 @@ export class Statement {
     return this.#id !== 0;
   }
 
-  /** On the first call: prepares the statement where the call runs, alongside it, so that
+  /** On the first call: prepares the statement where the call runs, alongside it (sent
+   * first, so a statement that changes the schema is described before it runs), so that
    * `readonly` is known when the call settles. Its failure is the call's own (the same
-   * text, prepared in the same place), so only the call reports it. */
-  #first<R>(onWriter: boolean, call: () => Promise<R>): Promise<R> {
-    if (this.#described || this.#id === 0) return call();
-    this.#described = true;
-    const described = this.#host.describeStatement(this, onWriter).then(
-      (d) => {
-        this.#readonly = d.readonly;
-      },
-      () => {
-        this.#described = false;
-      },
-    );
-    const result = call();
-    return Promise.all([result, described]).then(([r]) => r);
+   * text, prepared in the same place), so only the call reports it. Later calls skip this
+   * without allocating anything. */
+  #first(op: Op, params: unknown, options: unknown): Promise<unknown> {
+    const onWriter = op === Op.Execute || op === Op.Batch;
+    let described: Promise<void> | undefined;
+    if (this.#id !== 0) {
+      this.#described = true;
+      described = this.#host.describeStatement(this, onWriter).then(
+        (d) => {
+          this.#readonly = d.readonly;
+        },
+        () => {
+          this.#described = false;
+        },
+      );
+    }
+    const result = this.#call(op, params, options);
+    return described === undefined ? result : Promise.all([result, described]).then(([r]) => r);
+  }
+
+  #call(op: Op, params: unknown, options: unknown): Promise<unknown> {
+    const h = this.#host;
+    switch (op) {
+      case Op.Select:
+        return h.select(this, params, options as QueryOptions);
+      case Op.SelectOne:
+        return h.selectOne(this, params, options as QueryOptions);
+      case Op.SelectBytes:
+        return h.selectBytes(this, params, options as CallOptions);
+      case Op.Execute:
+        return h.execute(this, params, options as CallOptions);
+      case Op.Batch:
+        return h.executeBatch(this, params as unknown[], options as CallOptions);
+    }
   }
 
   /** Like `db.select(sql, params, options)`. */
   select<T = Row>(params?: unknown, options?: QueryOptions): Promise<T[]> {
-    return this.#first(false, () => this.#host.select(this, params, options)) as Promise<T[]>;
+    if (!this.#described) return this.#first(Op.Select, params, options) as Promise<T[]>;
+    return this.#host.select(this, params, options) as Promise<T[]>;
   }
 
   /** Like `db.selectOne(sql, params, options)`. */
   selectOne<T = Row>(params?: unknown, options?: QueryOptions): Promise<T | undefined> {
-    return this.#first(false, () => this.#host.selectOne(this, params, options)) as Promise<T | undefined>;
+    if (!this.#described) return this.#first(Op.SelectOne, params, options) as Promise<T | undefined>;
+    return this.#host.selectOne(this, params, options) as Promise<T | undefined>;
   }
 
   /** Like `db.selectBytes(sql, params, options)`. */
   selectBytes(params?: unknown, options?: CallOptions): Promise<Buffer> {
-    return this.#first(false, () => this.#host.selectBytes(this, params, options));
+    if (!this.#described) return this.#first(Op.SelectBytes, params, options) as Promise<Buffer>;
+    return this.#host.selectBytes(this, params, options);
   }
 
   /** Like `db.execute(sql, params, options)`. */
   execute<T = Row>(params?: unknown, options?: CallOptions): Promise<ExecuteResult & { rows: T[] }> {
-    return this.#first(true, () => this.#host.execute(this, params, options)) as Promise<ExecuteResult & { rows: T[] }>;
+    if (!this.#described) return this.#first(Op.Execute, params, options) as Promise<ExecuteResult & { rows: T[] }>;
+    return this.#host.execute(this, params, options) as Promise<ExecuteResult & { rows: T[] }>;
   }
 
   /** Like `db.executeBatch(sql, paramSets, options)`. */
   executeBatch(paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }> {
-    return this.#first(true, () => this.#host.executeBatch(this, paramSets, options));
+    if (!this.#described) return this.#first(Op.Batch, paramSets, options) as Promise<{ changes: number }>;
+    return this.#host.executeBatch(this, paramSets, options);
   }
 
   /** Like `db.iterate(sql, params, options)`: the rows in chunks, holding one reader. */
