@@ -475,6 +475,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
   /** @internal Prepares (never runs) `stmt` where its calls run: inside a transaction body on
    * the transaction's connection, otherwise on the writer queue or on a reader. */
   describeStatement(stmt: Statement, onWriter: boolean): Promise<Description> {
+    // A Statement goes wherever SQL text goes; `#sqlRef` turns it into its id at the end.
     const tx = currentTransaction(this);
     if (tx !== undefined) return tx.describe(stmt as unknown as string) as Promise<Description>;
     if (this.#closing) return rejected(closedError());
