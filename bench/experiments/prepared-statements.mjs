@@ -2,6 +2,7 @@
 // by primary key, sequential awaits and 64 in flight. Rounds alternate A and B (interleaved)
 // so drift on a shared machine hits both alike.
 //   node bench/experiments/prepared-statements.mjs [rounds=6] [ms per round=1000] [base dist/]
+// (each of the three modes runs rounds x ms in total)
 // With a third argument (the dist/ directory of another build, e.g. a copy of main's, with its
 // native/ beside it), a third variant runs the SQL text through that build, on the same file:
 // whether the text path itself got slower.
@@ -36,78 +37,62 @@ if (process.argv[4] !== undefined) {
   VARIANTS.base = (p) => baseDb.selectOne(sql, p);
 }
 
-async function run(get, width) {
-  let n = 0;
-  const end = performance.now() + ms;
+/** One block: `width` lanes, `perLane` awaited queries each. Returns [µs of wall per query,
+ * µs of JS (event-loop active) time per query]. */
+async function block(get, width, perLane) {
   const elu0 = performance.eventLoopUtilization();
+  const t0 = performance.now();
   async function lane() {
-    while (performance.now() < end) {
+    for (let i = 0; i < perLane; i++) {
       const row = await get([nextId()]);
       if (row === undefined) throw new Error('missing row');
-      n++;
     }
   }
   await Promise.all(Array.from({ length: width }, lane));
-  const elu = performance.eventLoopUtilization(elu0);
-  return { qps: n / (ms / 1000), js: (elu.active * 1000) / n };
+  const n = width * perLane;
+  const wall = performance.now() - t0;
+  return [(wall * 1000) / n, (performance.eventLoopUtilization(elu0).active * 1000) / n];
 }
 
-/** JS time to issue 64 calls (the synchronous part only: validation, conversion, sending),
- * summed over `ms`; less sensitive to thread scheduling than throughput. */
+/** JS time to issue 64 calls (the synchronous part only: validation, conversion, sending). */
 async function submit(get) {
-  let n = 0;
-  let spent = 0;
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    const t0 = performance.now();
-    const ps = [];
-    for (let i = 0; i < 64; i++) ps.push(get([nextId()]));
-    spent += performance.now() - t0;
-    n += 64;
-    await Promise.all(ps);
-  }
-  return { us: (spent * 1000) / n };
+  const t0 = performance.now();
+  const ps = [];
+  for (let i = 0; i < 64; i++) ps.push(get([nextId()]));
+  const us = ((performance.now() - t0) * 1000) / 64;
+  await Promise.all(ps);
+  return us;
 }
 
+// Fine-grained interleaving: short blocks, the variants taking turns (order rotated each
+// round), for `ms` per round; medians of the blocks. On a loaded machine, drift and
+// preemption then hit every variant alike, and the median drops the blocks that were hit.
+const names = Object.keys(VARIANTS);
 const results = {};
-for (const width of [1, 64]) {
-  for (const v of Object.keys(VARIANTS)) await run(VARIANTS[v], width); // warm-up
-  for (let r = 0; r < rounds; r++) {
-    // A then B on even rounds, B then A on odd ones.
-    const names = Object.keys(VARIANTS);
-    const order = r % 2 === 0 ? names : [...names].reverse();
-    for (const v of order) ((results[`${width}:${v}`] ??= []).push(await run(VARIANTS[v], width)));
+for (const [mode, width, perLane] of [['sequential', 1, 100], ['64 in flight', 64, 8], ['submit', 0, 0]]) {
+  const end = performance.now() + rounds * ms;
+  let r = 0;
+  for (const v of names) (mode === 'submit' ? await submit(VARIANTS[v]) : await block(VARIANTS[v], width, perLane));
+  while (performance.now() < end) {
+    const order = names.map((_, i) => names[(i + r) % names.length]);
+    r++;
+    for (const v of order) {
+      const m = mode === 'submit' ? [await submit(VARIANTS[v]), 0] : await block(VARIANTS[v], width, perLane);
+      ((results[mode] ??= {})[v] ??= []).push(m);
+    }
   }
-}
-const submits = {};
-for (const v of Object.keys(VARIANTS)) await submit(VARIANTS[v]);
-for (let r = 0; r < rounds; r++) {
-  const names = Object.keys(VARIANTS);
-  for (const v of r % 2 === 0 ? names : [...names].reverse()) (submits[v] ??= []).push((await submit(VARIANTS[v])).us);
 }
 const median = (a) => [...a].sort((p, q) => p - q)[a.length >> 1];
-for (const width of [1, 64]) {
-  const t = results[`${width}:text`];
-  const s = results[`${width}:statement`];
-  const tq = median(t.map((m) => m.qps));
-  const sq = median(s.map((m) => m.qps));
-  const tj = median(t.map((m) => m.js));
-  const sj = median(s.map((m) => m.js));
-  console.log(
-    `${width === 1 ? 'sequential  ' : '64 in flight'}  text ${tq.toFixed(0)} q/s ${tj.toFixed(2)} us JS/query` +
-      `  statement ${sq.toFixed(0)} q/s ${sj.toFixed(2)} us JS/query  ratio ${(sq / tq).toFixed(3)}`,
-  );
-  const b = results[`${width}:base`];
-  if (b !== undefined) {
-    const bq = median(b.map((m) => m.qps));
-    const bj = median(b.map((m) => m.js));
-    console.log(`              base build text ${bq.toFixed(0)} q/s ${bj.toFixed(2)} us JS/query  text/base ${(tq / bq).toFixed(3)}`);
-  }
+for (const [mode, byVariant] of Object.entries(results)) {
+  const line = Object.entries(byVariant).map(([v, ms_]) => {
+    const wall = median(ms_.map((m) => m[0]));
+    return mode === 'submit'
+      ? `${v} ${wall.toFixed(2)} us`
+      : `${v} ${(1e6 / wall).toFixed(0)} q/s (${median(ms_.map((m) => m[1])).toFixed(2)} us JS)`;
+  });
+  const ratio = median(byVariant.text.map((m) => m[0])) / median(byVariant.statement.map((m) => m[0]));
+  console.log(`${mode.padEnd(12)} ${line.join('  ')}  statement/text speed ${ratio.toFixed(3)}  [${byVariant.text.length} blocks each]`);
 }
-console.log(
-  'submit, us of JS per call: ' +
-    Object.entries(submits).map(([v, a]) => `${v} ${median(a).toFixed(2)}`).join('  '),
-);
 stmt.close();
 await db.close();
 await baseDb?.close();
