@@ -8,16 +8,16 @@ export declare class NativeDatabase {
    * A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
    * `cancellable`: `cancel(id)` may be called for it (see `cancel`).
    */
-  read(id: number, sql: string | number, params: unknown, format: number, cancellable?: boolean | undefined | null): void
+  read(id: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void
   /** A read on the writer connection (inside a transaction: sees its uncommitted writes). */
-  writerRead(id: number, tx: number, sql: string | number, params: unknown, format: number, cancellable?: boolean | undefined | null): void
-  execute(id: number, tx: number, sql: string | number, params: unknown, cancellable?: boolean | undefined | null): void
-  executeBatch(id: number, tx: number, sql: string | number, paramSets: unknown, cancellable?: boolean | undefined | null): void
+  writerRead(id: number, tx: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void
+  execute(id: number, tx: number, sql: unknown, params: unknown, cancellable?: boolean | undefined | null): void
+  executeBatch(id: number, tx: number, sql: unknown, paramSets: unknown, cancellable?: boolean | undefined | null): void
   /**
    * `executeBatch` with positional sets packed by the JS side (experiment 005): a few
    * copies instead of one conversion per value; the JS side has validated every value.
    */
-  executeBatchPacked(id: number, tx: number, sql: string | number, setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Array<Buffer>, cancellable?: boolean | undefined | null): void
+  executeBatchPacked(id: number, tx: number, sql: unknown, setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Array<Buffer>, cancellable?: boolean | undefined | null): void
   /** `mode`: 0 deferred, 1 immediate, 2 exclusive. */
   begin(id: number, tx: number, mode: number): void
   commit(id: number, tx: number): void
@@ -48,7 +48,7 @@ export declare class NativeDatabase {
   /** Keeps the process alive while work is in flight, and lets it exit when idle. */
   keepAlive(on: boolean): void
   /** Subscribes a live query; emissions arrive as completions with `id` until unsubscribed. */
-  subscribe(id: number, sql: string | number, params: unknown, maxDelayMs: number): void
+  subscribe(id: number, sql: unknown, params: unknown, maxDelayMs: number): void
   /** The emission last delivered to subscription `id` was consumed. */
   acknowledge(id: number): void
   unsubscribe(id: number): void

@@ -9,11 +9,11 @@
 use crate::error::{Error, Result};
 use crate::query::RawStatement;
 use rusqlite::{ffi, Connection};
-use std::collections::HashMap;
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Statement ids to SQL. Shared by the threads of one front end; cheap to look up.
+/// Statement ids to SQL. Shared by the threads of one front end; a lookup is one index into
+/// a slot table under an uncontended lock (no hashing: it is on every call's path).
 #[derive(Default)]
 pub struct Statements {
     inner: Mutex<Registry>,
@@ -21,13 +21,19 @@ pub struct Statements {
 
 #[derive(Default)]
 struct Registry {
-    by_id: HashMap<u32, Arc<str>>,
-    next: u32,
+    /// Slot `id - 1` holds statement `id`.
+    slots: Vec<Option<Arc<str>>>,
+    /// Empty slots, reused before the table grows.
+    free: Vec<u32>,
+    count: usize,
 }
+
+/// More open statements than any program needs; past it `register` refuses.
+const MAX_STATEMENTS: usize = 1 << 24;
 
 impl Statements {
     fn lock(&self) -> MutexGuard<'_, Registry> {
-        // A panic while holding the lock leaves a plain map behind, still consistent.
+        // A panic while holding the lock leaves a plain table behind, still consistent.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -35,34 +41,46 @@ impl Statements {
     /// exactly as the same text given directly would be.
     pub fn register(&self, sql: String) -> Result<u32> {
         let mut r = self.lock();
-        if r.by_id.len() >= u32::MAX as usize - 1 {
-            return Err(Error::Range("too many prepared statements are open".into()));
-        }
-        let mut id = r.next;
-        loop {
-            id = if id == u32::MAX { 1 } else { id + 1 };
-            if !r.by_id.contains_key(&id) {
-                break;
+        let sql: Arc<str> = Arc::from(sql);
+        let id = match r.free.pop() {
+            Some(id) => {
+                r.slots[id as usize - 1] = Some(sql);
+                id
             }
-        }
-        r.next = id;
-        r.by_id.insert(id, Arc::from(sql));
+            None => {
+                if r.slots.len() >= MAX_STATEMENTS {
+                    return Err(Error::Range(format!("more than {MAX_STATEMENTS} prepared statements are open")));
+                }
+                r.slots.push(Some(sql));
+                r.slots.len() as u32
+            }
+        };
+        r.count += 1;
         Ok(id)
     }
 
     /// The SQL of statement `id`; a closed error once it was released.
     pub fn sql(&self, id: u32) -> Result<Arc<str>> {
-        self.lock().by_id.get(&id).cloned().ok_or_else(|| Error::Closed("the statement is closed".into()))
+        let r = self.lock();
+        let slot = (id as usize).checked_sub(1).and_then(|i| r.slots.get(i));
+        slot.and_then(Clone::clone).ok_or_else(|| Error::Closed("the statement is closed".into()))
     }
 
     /// Forgets statement `id`; false if it was not registered.
     pub fn release(&self, id: u32) -> bool {
-        self.lock().by_id.remove(&id).is_some()
+        let mut r = self.lock();
+        let Some(slot) = (id as usize).checked_sub(1).and_then(|i| r.slots.get_mut(i)) else { return false };
+        if slot.take().is_none() {
+            return false;
+        }
+        r.free.push(id);
+        r.count -= 1;
+        true
     }
 
     /// How many statements are registered.
     pub fn count(&self) -> usize {
-        self.lock().by_id.len()
+        self.lock().count
     }
 }
 
@@ -125,7 +143,15 @@ mod tests {
         assert!(s.release(a));
         assert!(!s.release(a));
         assert!(matches!(s.sql(a), Err(Error::Closed(_))));
+        assert!(matches!(s.sql(0), Err(Error::Closed(_))));
+        assert!(matches!(s.sql(u32::MAX), Err(Error::Closed(_))));
+        assert!(!s.release(0) && !s.release(u32::MAX));
         assert_eq!(s.count(), 1);
+        // A released slot is reused; the live statement keeps its text.
+        let c = s.register("SELECT 3".into()).unwrap();
+        assert_eq!(c, a);
+        assert_eq!(&*s.sql(c).unwrap(), "SELECT 3");
+        assert_eq!(&*s.sql(b).unwrap(), "SELECT 2");
     }
 
     #[test]

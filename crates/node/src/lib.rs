@@ -187,7 +187,7 @@ impl NativeDatabase {
     /// A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
     /// `cancellable`: `cancel(id)` may be called for it (see `cancel`).
     #[napi]
-    pub fn read(&self, env: Env, id: u32, sql: Either<String, u32>, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
+    pub fn read(&self, env: Env, id: u32, sql: Unknown, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
@@ -206,7 +206,7 @@ impl NativeDatabase {
         env: Env,
         id: u32,
         tx: u32,
-        sql: Either<String, u32>,
+        sql: Unknown,
         params: Unknown,
         format: u32,
         cancellable: Option<bool>,
@@ -220,7 +220,7 @@ impl NativeDatabase {
     }
 
     #[napi]
-    pub fn execute(&self, env: Env, id: u32, tx: u32, sql: Either<String, u32>, params: Unknown, cancellable: Option<bool>) -> Result<()> {
+    pub fn execute(&self, env: Env, id: u32, tx: u32, sql: Unknown, params: Unknown, cancellable: Option<bool>) -> Result<()> {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
@@ -236,7 +236,7 @@ impl NativeDatabase {
         env: Env,
         id: u32,
         tx: u32,
-        sql: Either<String, u32>,
+        sql: Unknown,
         param_sets: Unknown,
         cancellable: Option<bool>,
     ) -> Result<()> {
@@ -258,7 +258,7 @@ impl NativeDatabase {
         env: Env,
         id: u32,
         tx: u32,
-        sql: Either<String, u32>,
+        sql: Unknown,
         set_lens: Uint32Array,
         tags: Uint8Array,
         nums: Float64Array,
@@ -385,7 +385,7 @@ impl NativeDatabase {
 
     /// Subscribes a live query; emissions arrive as completions with `id` until unsubscribed.
     #[napi]
-    pub fn subscribe(&self, env: Env, id: u32, sql: Either<String, u32>, params: Unknown, max_delay_ms: u32) -> Result<()> {
+    pub fn subscribe(&self, env: Env, id: u32, sql: Unknown, params: Unknown, max_delay_ms: u32) -> Result<()> {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
@@ -507,10 +507,23 @@ impl Drop for NativeDatabase {
 
 
 impl NativeDatabase {
-    fn sql_of(&self, env: &Env, sql: Either<String, u32>) -> Result<String> {
-        match sql {
-            Either::A(text) => Ok(text),
-            Either::B(id) => self.statements.sql(id).map(|s| s.to_string()).map_err(|e| core_error(env, e)),
+    /// `sql` as the JS layer sends it: SQL text, or the id (a number) of a prepared statement.
+    /// Text is read straight away (no type check first: the hot path of every query); only
+    /// when Node-API says it is not a string is it taken as an id.
+    fn sql_of(&self, env: &Env, sql: Unknown) -> Result<String> {
+        // SAFETY: the JS thread, this call's env, and a value of this call.
+        match unsafe { values::get_string(env.raw(), sql.raw(), &|| "the SQL text".to_string()) } {
+            Ok(text) => Ok(text),
+            Err(ParamError::Napi(sys::Status::napi_string_expected)) => {
+                let mut id = 0u32;
+                // SAFETY: as above; `id` is a valid out-pointer.
+                let status = unsafe { sys::napi_get_value_uint32(env.raw(), sql.raw(), &mut id) };
+                if status != sys::Status::napi_ok {
+                    return Err(throw(env, ParamError::Type("sql must be a string".into())));
+                }
+                self.statements.sql(id).map(|s| s.to_string()).map_err(|e| core_error(env, e))
+            }
+            Err(e) => Err(throw(env, e)),
         }
     }
 
