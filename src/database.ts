@@ -23,7 +23,7 @@ import {
   type QueryOptions,
 } from './options';
 import { packParamSets } from './params';
-import { Kind, Requests, type ExecuteResult, type Stop } from './requests';
+import { Kind, Requests, type Description, type ExecuteResult, type Stop } from './requests';
 import type { IntMode, Row, SqlValue } from './rows';
 import { resolveIterateOptions, RowIterator, type IterateHost, type IterateOptions } from './iterate';
 import {
@@ -42,10 +42,12 @@ import {
 import { LiveQuery, type LiveHost, type StreamOptions } from './stream';
 import type { Diagnostics, NativeDiagnostics } from './diagnostics';
 import { TransactionHandle } from './transaction-handle';
+import { Statement, statementId, type StatementHost } from './statement';
 
 /** Entry points only an addon built with the `test-hooks` feature has (`npm test`). */
 interface TestHooks {
   liveStats(): number[];
+  statementCount(): number;
   panicForTests(id: number): void;
   panicOnJsThread(place: number): void;
 }
@@ -91,13 +93,13 @@ function stopOf(o: CallSettings, txSignals: readonly AbortSignal[]): Stop | unde
 }
 
 const MODES: Record<TransactionMode, number> = { deferred: 0, immediate: 1, exclusive: 2 };
-const FORMATS = [Kind.Rows, Kind.FirstRow, Kind.Bytes] as const;
+const FORMATS = [Kind.Rows, Kind.FirstRow, Kind.Bytes, Kind.Describe] as const;
 
 function rejected<T>(err: unknown): Promise<T> {
   return Promise.reject(err);
 }
 
-export class Database implements Executor, TransactionHost {
+export class Database implements Executor, TransactionHost, StatementHost {
   readonly #native: NativeDatabase;
   readonly #requests: Requests;
   readonly #path: string;
@@ -109,6 +111,8 @@ export class Database implements Executor, TransactionHost {
   #encrypted: boolean;
   /** What iterators need from this database. */
   readonly #iterateHost: IterateHost;
+  /** Opened with `readonly: true`: there is no writer connection. */
+  readonly #readonlyDb: boolean;
   #closing: Promise<void> | undefined;
   #forceClosing = false;
   #nextTx = 1;
@@ -126,8 +130,10 @@ export class Database implements Executor, TransactionHost {
     timeoutMs: number,
     cipher: Cipher,
     encrypted: boolean,
+    readonlyDb: boolean,
   ) {
     this.#path = path;
+    this.#readonlyDb = readonlyDb;
     this.#cipher = cipher;
     this.#encrypted = encrypted;
     this.#timeoutMs = timeoutMs;
@@ -203,7 +209,7 @@ export class Database implements Executor, TransactionHost {
     });
     const temporary = native!.temporaryPath();
     if (temporary != null) removeAtExit(temporary);
-    return new Database(path, native!, requests, o.timeoutMs, o.cipher, o.encryption !== undefined);
+    return new Database(path, native!, requests, o.timeoutMs, o.cipher, o.encryption !== undefined, o.readonly);
   }
 
   /** The path the database was opened with. */
@@ -222,16 +228,25 @@ export class Database implements Executor, TransactionHost {
 
   // ---- reads ----
 
-  #read(sql: string, params: unknown, options: unknown, format: 0 | 1 | 2): Promise<unknown> {
+  /** What the addon takes as `sql`: checked text, or the id of a prepared statement of this
+   * database (whose text was checked once, by prepare()). */
+  #sqlRef(sql: unknown): string | number {
+    if (sql instanceof Statement) return statementId(sql, this);
+    checkSql(sql);
+    return sql;
+  }
+
+  #read(sql: string, params: unknown, options: unknown, format: 0 | 1 | 2 | 3): Promise<unknown> {
     const tx = currentTransaction(this);
     if (tx !== undefined) {
       if (format === 0) return tx.select(sql, params, options as QueryOptions);
       if (format === 1) return tx.selectOne(sql, params, options as QueryOptions);
-      return tx.selectBytes(sql, params, options as CallOptions);
+      if (format === 2) return tx.selectBytes(sql, params, options as CallOptions);
+      return tx.describe(sql);
     }
     try {
       if (this.#closing) throw closedError();
-      checkSql(sql);
+      const ref = this.#sqlRef(sql);
       checkParams(params);
       const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
       const stop = stopOf(o, NO_SIGNALS);
@@ -240,7 +255,7 @@ export class Database implements Executor, TransactionHost {
         o.rowMode,
         (id, cancellable) => {
           try {
-            this.#native.read(id, sql, params, format, cancellable);
+            this.#native.read(id, ref, params, format, cancellable);
           } catch (err) {
             throw fromNativeThrow(err);
           }
@@ -480,17 +495,17 @@ export class Database implements Executor, TransactionHost {
     sql: string,
     params: unknown,
     options: unknown,
-    format: 0 | 1 | 2,
+    format: 0 | 1 | 2 | 3,
     txSignals: readonly AbortSignal[],
   ): Promise<unknown> {
     try {
-      checkSql(sql);
+      const ref = this.#sqlRef(sql);
       checkParams(params);
       const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
       return this.#write(
         FORMATS[format],
         o.rowMode,
-        (id, c) => this.#native.writerRead(id, tx, sql, params, format, c),
+        (id, c) => this.#native.writerRead(id, tx, ref, params, format, c),
         stopOf(o, txSignals),
       );
     } catch (err) {
@@ -501,10 +516,10 @@ export class Database implements Executor, TransactionHost {
   /** @internal */
   writerExecute(tx: number, sql: string, params: unknown, options: unknown, txSignals: readonly AbortSignal[]): Promise<ExecuteResult> {
     try {
-      checkSql(sql);
+      const ref = this.#sqlRef(sql);
       checkParams(params);
       const o = resolveCallOptions(options, true, this.#timeoutMs);
-      return this.#write(Kind.Execute, o.rowMode, (id, c) => this.#native.execute(id, tx, sql, params, c), stopOf(o, txSignals));
+      return this.#write(Kind.Execute, o.rowMode, (id, c) => this.#native.execute(id, tx, ref, params, c), stopOf(o, txSignals));
     } catch (err) {
       return rejected(err);
     }
@@ -524,18 +539,18 @@ export class Database implements Executor, TransactionHost {
     txSignals: readonly AbortSignal[],
   ): Promise<{ changes: number }> {
     try {
-      checkSql(sql);
+      const ref = this.#sqlRef(sql);
       if (!Array.isArray(paramSets)) throw new TypeError('paramSets must be an array of arrays or objects');
       const stop = stopOf(resolveCallOptions(options, false, this.#timeoutMs), txSignals);
       // see docs/experiments/005-batch-params.md
       const p = packParamSets(paramSets);
       if (p === undefined) {
-        return this.#write(Kind.Batch, 'object', (id, c) => this.#native.executeBatch(id, tx, sql, paramSets, c), stop);
+        return this.#write(Kind.Batch, 'object', (id, c) => this.#native.executeBatch(id, tx, ref, paramSets, c), stop);
       }
       return this.#write(
         Kind.Batch,
         'object',
-        (id, c) => this.#native.executeBatchPacked(id, tx, sql, p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs, c),
+        (id, c) => this.#native.executeBatchPacked(id, tx, ref, p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs, c),
         stop,
       );
     } catch (err) {
@@ -676,6 +691,43 @@ export class Database implements Executor, TransactionHost {
     return new LiveQuery<T>(this.#liveHost, sql, params, options);
   }
 
+  // ---- prepared statements ----
+
+  /**
+   * A prepared statement: `sql` is sent to the addon once; each call of the statement then
+   * behaves as the same method of the database given `sql`. Nothing is prepared or checked
+   * against the schema until the first call (whose error is the one `sql` would give).
+   */
+  prepare(sql: string): Statement {
+    checkSql(sql);
+    if (this.#closing) throw closedError();
+    let id: number;
+    try {
+      id = this.#native.prepareStatement(sql);
+    } catch (err) {
+      throw fromNativeThrow(err);
+    }
+    return new Statement(this, sql, id);
+  }
+
+  /** @internal Prepares (never runs) `stmt` where its calls run: inside a transaction body on
+   * the transaction's connection, otherwise on the writer queue or on a reader. */
+  describeStatement(stmt: Statement, onWriter: boolean): Promise<Description> {
+    // A Statement goes wherever SQL text goes; `#sqlRef` turns it into its id at the end.
+    const tx = currentTransaction(this);
+    if (tx !== undefined) return tx.describe(stmt as unknown as string) as Promise<Description>;
+    if (this.#closing) return rejected(closedError());
+    if (onWriter && !this.#readonlyDb) {
+      return this.writerRead(0, stmt as unknown as string, undefined, undefined, 3, NO_SIGNALS) as Promise<Description>;
+    }
+    return this.#read(stmt as unknown as string, undefined, undefined, 3) as Promise<Description>;
+  }
+
+  /** @internal A statement was closed or collected. */
+  releaseStatement(id: number): void {
+    this.#native.releaseStatement(id);
+  }
+
   // ---- closing ----
 
   /**
@@ -743,6 +795,11 @@ export class Database implements Executor, TransactionHost {
   [Symbol.for('quietsqlite.liveStats')](): { groups: number; reruns: number } {
     const [groups, reruns] = testHooks(this.#native).liveStats();
     return { groups: groups!, reruns: reruns! };
+  }
+
+  /** @internal test hook: how many prepared statements the addon holds. */
+  [Symbol.for('quietsqlite.statementCount')](): number {
+    return testHooks(this.#native).statementCount();
   }
 
   /** @internal test hook: a native reader panics; the promise must reject, not crash. */

@@ -27,6 +27,8 @@ export const ErrorCodes = {
   CLOSED: 'ERR_QUIETSQLITE_CLOSED',
   /** A transaction handle was used after its body ended. */
   TRANSACTION_ENDED: 'ERR_QUIETSQLITE_TRANSACTION_ENDED',
+  /** A prepared statement was used after its close(). */
+  STATEMENT_CLOSED: 'ERR_QUIETSQLITE_STATEMENT_CLOSED',
   /** A bug in quietsqlite (a native panic caught at the boundary). */
   INTERNAL: 'ERR_QUIETSQLITE_INTERNAL',
 } as const;
@@ -39,6 +41,10 @@ function coded(message: string, code: string): Error {
 
 export function closedError(message = 'the database is closed'): Error {
   return coded(message, ErrorCodes.CLOSED);
+}
+
+export function statementClosedError(): Error {
+  return coded('this prepared statement is closed; prepare it again with db.prepare()', ErrorCodes.STATEMENT_CLOSED);
 }
 
 export function transactionEndedError(): Error {

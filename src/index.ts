@@ -10,3 +10,4 @@ export type { BackupOptions, BackupProgress } from './backup';
 export type { Row, SqlValue, IntMode, RowMode } from './rows';
 export { LiveQuery, type StreamOptions } from './stream';
 export { TransactionHandle } from './transaction-handle';
+export { Statement, type StatementColumn } from './statement';

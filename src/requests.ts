@@ -17,6 +17,8 @@ export const enum Kind {
   Diagnostics,
   /** A backup: resolves with nothing; aborted while running, its outcome decides (as a write). */
   Backup,
+  /** A prepared statement's description (`Statement.columns()`). */
+  Describe,
 }
 
 interface Pending {
@@ -105,6 +107,12 @@ export interface ExecuteResult {
   changes: number;
   lastInsertRowid: number | bigint;
   rows: unknown[];
+}
+
+/** What preparing a statement tells (crates/core/src/statements.rs). */
+export interface Description {
+  readonly: boolean;
+  columns: { name: string; type: string | null }[];
 }
 
 export class Requests {
@@ -335,6 +343,11 @@ export class Requests {
         return undefined;
       case Kind.Diagnostics:
         return payload;
+      case Kind.Describe: {
+        const [readonly, names, types] = payload as [boolean, string[], (string | null)[]];
+        const description: Description = { readonly, columns: names.map((name, i) => ({ name, type: types[i] ?? null })) };
+        return description;
+      }
     }
   }
 }

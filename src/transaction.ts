@@ -39,7 +39,7 @@ export interface TransactionHost {
     sql: string,
     params: unknown,
     options: unknown,
-    format: 0 | 1 | 2,
+    format: 0 | 1 | 2 | 3,
     txSignals: readonly AbortSignal[],
   ): Promise<unknown>;
   writerExecute(tx: number, sql: string, params: unknown, options: unknown, txSignals: readonly AbortSignal[]): Promise<ExecuteResult>;
@@ -235,6 +235,12 @@ export class Transaction implements Executor {
 
   executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }> {
     return this.#send(() => this.host.writerBatch(this.id, sql, paramSets, options, this.signals));
+  }
+
+  /** @internal Prepares (never runs) a prepared statement on this transaction's connection
+   * (format 3: its description). */
+  describe(sql: string): Promise<unknown> {
+    return this.#send(() => this.host.writerRead(this.id, sql, undefined, undefined, 3, this.signals));
   }
 
   /** A nested transaction: a savepoint inside this one. Nested bodies of one transaction

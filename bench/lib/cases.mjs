@@ -68,12 +68,14 @@ export const KINDS = {
   // Suite 1: point query by primary key.
   point: {
     prepare(ctx) {
-      const { inflight } = ctx.params;
+      const { inflight, statement } = ctx.params;
       const sql = 'SELECT * FROM items WHERE id = ?';
+      // `statement`: quietsqlite through db.prepare() (the other peers always prepare).
+      const prepare = statement && ctx.conn.statement ? ctx.conn.statement : ctx.conn.prepare;
       if (inflight > 1) {
         requireAsync(ctx);
-        ctx.handles = ctx.conn.lanes(sql, inflight);
-      } else ctx.h = ctx.conn.prepare(sql);
+        ctx.handles = statement ? Array.from({ length: inflight }, () => prepare(sql)) : ctx.conn.lanes(sql, inflight);
+      } else ctx.h = prepare(sql);
     },
     async sample(ctx, index) {
       const { batch, inflight } = ctx.params;

@@ -70,6 +70,11 @@ export async function open(path, options = {}) {
     exec: (sql) => db.execute(sql), // without parameters execute() runs a whole script
     prepare,
     lanes: (sql, n) => Array.from({ length: n }, () => prepare(sql)),
+    statement(sql) {
+      if (typeof db.prepare !== 'function') throw new NotAvailable('db.prepare not implemented yet');
+      const s = db.prepare(sql);
+      return { sql, all: (p) => s.select(P(p)), get: (p) => s.selectOne(P(p)), run: (p) => s.execute(P(p)) };
+    },
     json: (h, p) => db.selectBytes(h.sql, P(p)),
     insertBatch: (h, rows) => db.executeBatch(h.sql, rows),
     transaction(fn) {

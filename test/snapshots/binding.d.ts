@@ -23,16 +23,16 @@ export declare class NativeDatabase {
    * A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
    * `cancellable`: `cancel(id)` may be called for it (see `cancel`).
    */
-  read(id: number, sql: string, params: unknown, format: number, cancellable?: boolean | undefined | null): void
+  read(id: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void
   /** A read on the writer connection (inside a transaction: sees its uncommitted writes). */
-  writerRead(id: number, tx: number, sql: string, params: unknown, format: number, cancellable?: boolean | undefined | null): void
-  execute(id: number, tx: number, sql: string, params: unknown, cancellable?: boolean | undefined | null): void
-  executeBatch(id: number, tx: number, sql: string, paramSets: unknown, cancellable?: boolean | undefined | null): void
+  writerRead(id: number, tx: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void
+  execute(id: number, tx: number, sql: unknown, params: unknown, cancellable?: boolean | undefined | null): void
+  executeBatch(id: number, tx: number, sql: unknown, paramSets: unknown, cancellable?: boolean | undefined | null): void
   /**
    * `executeBatch` with positional sets packed by the JS side (experiment 005): a few
    * copies instead of one conversion per value; the JS side has validated every value.
    */
-  executeBatchPacked(id: number, tx: number, sql: string, setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Array<Buffer>, cancellable?: boolean | undefined | null): void
+  executeBatchPacked(id: number, tx: number, sql: unknown, setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Array<Buffer>, cancellable?: boolean | undefined | null): void
   /** `mode`: 0 deferred, 1 immediate, 2 exclusive. */
   begin(id: number, tx: number, mode: number): void
   commit(id: number, tx: number): void
@@ -74,10 +74,21 @@ export declare class NativeDatabase {
   /** `id` completes with the diagnostics object (see `db.diagnostics()`). */
   diagnostics(id: number): void
   /** Subscribes a live query; emissions arrive as completions with `id` until unsubscribed. */
-  subscribe(id: number, sql: string, params: unknown, maxDelayMs: number): void
+  subscribe(id: number, sql: unknown, params: unknown, maxDelayMs: number): void
   /** The emission last delivered to subscription `id` was consumed. */
   acknowledge(id: number): void
   unsubscribe(id: number): void
+  /**
+   * Registers a prepared statement's SQL; the returned id stands for it in every method
+   * that takes `sql`. The text is checked when first used, as the same text given
+   * directly would be.
+   */
+  prepareStatement(sql: string): number
+  /**
+   * Forgets a prepared statement (closed, or its object collected). Requests already
+   * sent with its id have their SQL and are not affected.
+   */
+  releaseStatement(id: number): void
   /** The private file behind a `:memory:` database, if this is one. */
   temporaryPath(): string | null
   /** `[groups, reruns]`: live-query statistics, for tests and benchmarks. */
@@ -86,6 +97,8 @@ export declare class NativeDatabase {
   iterateStepped(id: number): number
   /** EXPERIMENT (docs/experiments/001-result-path.md): rows built with Node-API calls. */
   experimentNativeRows(encoded: Buffer): unknown
+  /** How many prepared statements are registered (proves collected ones are freed). */
+  statementCount(): number
   /** A reader thread panics while serving request `id`. */
   panicForTests(id: number): void
   /**

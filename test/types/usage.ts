@@ -7,6 +7,8 @@ import {
   Transaction,
   type BackupOptions,
   type BackupProgress,
+  Statement,
+  type StatementColumn,
   type CallOptions,
   type Diagnostics,
   type ExecuteResult,
@@ -178,3 +180,23 @@ export async function usage(): Promise<void> {
   const nothing: number = await db.close();
   void notRows, nothing;
 }
+
+async function preparedStatements(db: Database): Promise<void> {
+  const stmt: Statement = db.prepare('SELECT id, name FROM users WHERE id = ?');
+  const users: User[] = await stmt.select<User>([1]);
+  const one: User | undefined = await stmt.selectOne<User>([1], { rowMode: 'object', timeoutMs: 100 });
+  const json: Buffer = await stmt.selectBytes([1]);
+  const r: ExecuteResult = await db.prepare('DELETE FROM users WHERE id = ?').execute([1]);
+  const b: { changes: number } = await db.prepare('INSERT INTO users(name) VALUES (?)').executeBatch([['a'], ['b']]);
+  const cols: StatementColumn[] = await stmt.columns();
+  const ro: boolean | undefined = stmt.readonly;
+  const sql: string = stmt.sql;
+  stmt[Symbol.dispose]();
+  stmt.close();
+  // @ts-expect-error prepare takes SQL text
+  db.prepare(42);
+  // @ts-expect-error select's first argument is the parameters, not SQL
+  await stmt.select('SELECT 1', [1]);
+  void users, one, json, r, b, cols, ro, sql;
+}
+void preparedStatements;

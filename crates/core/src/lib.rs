@@ -26,6 +26,7 @@ pub mod live;
 pub mod query;
 pub mod reader;
 pub mod statement_rules;
+pub mod statements;
 pub mod value;
 pub mod writer;
 
@@ -39,5 +40,6 @@ pub use error::{Error, Result};
 pub use iterate::IterateJob;
 pub use query::{BatchSets, ExecOutcome, ReadFormat, ReadOutput};
 pub use reader::ReadJob;
+pub use statements::{Description, Statements};
 pub use value::{PackedSets, Params, Value, MAX_PARAMETERS, MAX_VALUE_BYTES};
 pub use writer::{ChangeListener, TxId, TxMode, WriteJob, WriteKind};

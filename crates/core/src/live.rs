@@ -407,7 +407,7 @@ impl Shared {
         if outcome.is_ok() {
             outcome = query::read(conn, sql, params, ReadFormat::Rows { max_rows: None }).map(|o| match o {
                 ReadOutput::Rows(r) => r,
-                ReadOutput::Json(_) => unreachable!("asked for rows"),
+                ReadOutput::Json(_) | ReadOutput::Described(_) => unreachable!("asked for rows"),
             });
         }
         Some(outcome)

@@ -25,12 +25,15 @@ pub enum ReadFormat {
     Rows { max_rows: Option<u32> },
     /// UTF-8 JSON (see `json`).
     Json,
+    /// Nothing runs: the statement is prepared and described (`statements::describe`).
+    Describe,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReadOutput {
     Rows(EncodedRows),
     Json(Vec<u8>),
+    Described(crate::statements::Description),
 }
 
 pub(crate) fn prepare<'c>(conn: &'c Connection, sql: &str) -> Result<rusqlite::CachedStatement<'c>> {
@@ -66,17 +69,17 @@ fn several_statements(conn: &Connection, sql: &str) -> Result<bool> {
 
 /// One statement prepared straight from SQLite, outside rusqlite and its cache, for walking
 /// multi-statement text one statement at a time. Finalized on drop.
-struct RawStatement {
+pub(crate) struct RawStatement {
     db: *mut rusqlite::ffi::sqlite3,
     /// Null when the text held only white space or comments.
     stmt: *mut rusqlite::ffi::sqlite3_stmt,
     /// Byte offset in the text where the next statement starts.
-    tail: usize,
+    pub(crate) tail: usize,
 }
 
 impl RawStatement {
     /// Prepares the first statement of `sql`.
-    fn prepare(conn: &Connection, sql: &str) -> Result<RawStatement> {
+    pub(crate) fn prepare(conn: &Connection, sql: &str) -> Result<RawStatement> {
         use rusqlite::ffi;
         let len = i32::try_from(sql.len())
             .map_err(|_| Error::sqlite(ffi::SQLITE_TOOBIG, "the SQL text is too long"))?;
@@ -96,6 +99,11 @@ impl RawStatement {
         // SQLite's tail points into `sql` (at most one past its end) or is null.
         let tail = if tail.is_null() { sql.len() } else { (tail as usize).saturating_sub(sql.as_ptr() as usize).min(sql.len()) };
         Ok(RawStatement { db, stmt, tail })
+    }
+
+    /// The statement (null when the text held no statement); owned by `self`.
+    pub(crate) fn handle(&self) -> *mut rusqlite::ffi::sqlite3_stmt {
+        self.stmt
     }
 
     /// Steps the statement to its end, discarding rows.
@@ -142,7 +150,7 @@ fn last_error(db: *mut rusqlite::ffi::sqlite3, rc: i32) -> Error {
 
 /// SQL made only of white space and comments has no statement to run: say so, rather than
 /// let SQLite step nothing (SQLITE_MISUSE). Costs one byte comparison for ordinary SQL.
-fn require_statement(sql: &str) -> Result<()> {
+pub(crate) fn require_statement(sql: &str) -> Result<()> {
     // SQLite stops reading at a NUL: the text after it would silently not run. (The JS
     // layer says so first; this keeps every other caller of the core honest too.)
     if sql.as_bytes().contains(&0) {
@@ -158,6 +166,9 @@ fn require_statement(sql: &str) -> Result<()> {
 /// Runs a query that must not write or change its connection (see `statement_rules`).
 /// Used by readers (read-only connections) and live queries.
 pub fn read(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
+    if format == ReadFormat::Describe {
+        return crate::statements::describe(conn, sql).map(ReadOutput::Described);
+    }
     under(Rule::Read, || {
         let mut stmt = prepare(conn, sql)?;
         read_prepared(&mut stmt, sql, params, format)
@@ -170,7 +181,7 @@ pub fn read(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -
 /// are refused by `stmt.readonly()` on every run), so they keep the cache; anything else
 /// (PRAGMA, ATTACH, EXPLAIN, ...) is prepared afresh under the read rule.
 pub fn read_on_writer(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
-    if starts_with_query(sql.as_bytes()) {
+    if format == ReadFormat::Describe || starts_with_query(sql.as_bytes()) {
         return read(conn, sql, params, format);
     }
     under(Rule::Read, || {
@@ -266,11 +277,12 @@ fn step_read(stmt: &mut rusqlite::Statement<'_>, format: ReadFormat) -> Result<R
             let w = collect(stmt, u32::MAX, |n| JsonWriter::new(n.iter().map(String::as_str)))?;
             Ok(ReadOutput::Json(w.finish()))
         }
+        ReadFormat::Describe => Err(Error::Internal("describe reached the row path".into())),
     }
 }
 
 /// White space, semicolons and comments only.
-fn is_blank_sql(s: &[u8]) -> bool {
+pub(crate) fn is_blank_sql(s: &[u8]) -> bool {
     skip_blank(s).is_empty()
 }
 

@@ -11,7 +11,8 @@ use napi::sys;
 use napi_derive::napi;
 use quietsqlite_core::connection::{Cipher, Key, OpenOptions};
 use quietsqlite_core::{
-    BatchSets, Database, Error as CoreError, IterateJob, Params, ReadFormat, ReadJob, TxMode, WriteJob, WriteKind,
+    BatchSets, Database, Error as CoreError, IterateJob, Params, ReadFormat, ReadJob, Statements, TxMode, WriteJob,
+    WriteKind,
 };
 use sink::NodeSink;
 use std::sync::Arc;
@@ -139,6 +140,8 @@ pub struct NativeDatabase {
     db: Database,
     sink: Arc<NodeSink>,
     cleanup: sink::CleanupHook,
+    /// Prepared statements: the SQL of each id (`prepare_statement`).
+    statements: Statements,
 }
 
 fn tx_of(tx: u32) -> Option<u32> {
@@ -149,6 +152,7 @@ fn read_format(format: u32) -> ReadFormat {
     match format {
         1 => ReadFormat::Rows { max_rows: Some(1) },
         2 => ReadFormat::Json,
+        3 => ReadFormat::Describe,
         _ => ReadFormat::Rows { max_rows: None },
     }
 }
@@ -233,10 +237,11 @@ impl NativeDatabase {
     /// A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
     /// `cancellable`: `cancel(id)` may be called for it (see `cancel`).
     #[napi]
-    pub fn read(&self, env: Env, id: u32, sql: String, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
+    pub fn read(&self, env: Env, id: u32, sql: Unknown, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
             self.db
                 .read(ReadJob { id, sql, params, format: read_format(format), cancellable: cancellable.unwrap_or(false) })
                 .map_err(|e| core_error(&env, e))
@@ -251,7 +256,7 @@ impl NativeDatabase {
         env: Env,
         id: u32,
         tx: u32,
-        sql: String,
+        sql: Unknown,
         params: Unknown,
         format: u32,
         cancellable: Option<bool>,
@@ -259,15 +264,17 @@ impl NativeDatabase {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Read { sql, params, format: read_format(format) }, cancellable)
         })
     }
 
     #[napi]
-    pub fn execute(&self, env: Env, id: u32, tx: u32, sql: String, params: Unknown, cancellable: Option<bool>) -> Result<()> {
+    pub fn execute(&self, env: Env, id: u32, tx: u32, sql: Unknown, params: Unknown, cancellable: Option<bool>) -> Result<()> {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Execute { sql, params }, cancellable)
         })
     }
@@ -279,7 +286,7 @@ impl NativeDatabase {
         env: Env,
         id: u32,
         tx: u32,
-        sql: String,
+        sql: Unknown,
         param_sets: Unknown,
         cancellable: Option<bool>,
     ) -> Result<()> {
@@ -287,6 +294,7 @@ impl NativeDatabase {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let sets: Vec<Params> =
                 unsafe { values::to_param_sets(env.raw(), param_sets.raw()) }.map_err(|e| throw(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Each(sets) }, cancellable)
         })
     }
@@ -300,7 +308,7 @@ impl NativeDatabase {
         env: Env,
         id: u32,
         tx: u32,
-        sql: String,
+        sql: Unknown,
         set_lens: Uint32Array,
         tags: Uint8Array,
         nums: Float64Array,
@@ -319,6 +327,7 @@ impl NativeDatabase {
                 blobs: blobs.iter().map(|b| b.to_vec()).collect(),
             };
             packed.check().map_err(|e| core_error(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Packed(packed) }, cancellable)
         })
     }
@@ -461,10 +470,11 @@ impl NativeDatabase {
 
     /// Subscribes a live query; emissions arrive as completions with `id` until unsubscribed.
     #[napi]
-    pub fn subscribe(&self, env: Env, id: u32, sql: String, params: Unknown, max_delay_ms: u32) -> Result<()> {
+    pub fn subscribe(&self, env: Env, id: u32, sql: Unknown, params: Unknown, max_delay_ms: u32) -> Result<()> {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
             self.db
                 .subscribe(id, sql, params, Duration::from_millis(max_delay_ms as u64))
                 .map_err(|e| core_error(&env, e))
@@ -484,6 +494,24 @@ impl NativeDatabase {
     pub fn unsubscribe(&self, env: Env, id: u32) -> Result<()> {
         guard(&env, || {
             self.db.unsubscribe(id);
+            Ok(())
+        })
+    }
+
+    /// Registers a prepared statement's SQL; the returned id stands for it in every method
+    /// that takes `sql`. The text is checked when first used, as the same text given
+    /// directly would be.
+    #[napi]
+    pub fn prepare_statement(&self, env: Env, sql: String) -> Result<u32> {
+        guard(&env, || self.statements.register(sql).map_err(|e| core_error(&env, e)))
+    }
+
+    /// Forgets a prepared statement (closed, or its object collected). Requests already
+    /// sent with its id have their SQL and are not affected.
+    #[napi]
+    pub fn release_statement(&self, env: Env, id: u32) -> Result<()> {
+        guard(&env, || {
+            self.statements.release(id);
             Ok(())
         })
     }
@@ -530,6 +558,12 @@ impl NativeDatabase {
         })
     }
 
+    /// How many prepared statements are registered (proves collected ones are freed).
+    #[napi]
+    pub fn statement_count(&self) -> u32 {
+        self.statements.count() as u32
+    }
+
     /// A reader thread panics while serving request `id`.
     #[napi]
     pub fn panic_for_tests(&self, env: Env, id: u32) -> Result<()> {
@@ -561,6 +595,7 @@ impl Drop for NativeDatabase {
         }));
     }
 }
+
 
 impl NativeDatabase {
     /// What the constructor and `deserialize` share: the completion channel, the options,
@@ -595,11 +630,31 @@ impl NativeDatabase {
         }
         let db = open(opts, sink.clone()).map_err(|e| core_error(env, e))?;
         let cleanup = sink::CleanupHook::add(env.raw(), &sink, db.abandoner());
-        Ok(NativeDatabase { db, sink, cleanup })
+        Ok(NativeDatabase { db, sink, cleanup, statements: Statements::default() })
     }
 }
 
 impl NativeDatabase {
+    /// `sql` as the JS layer sends it: SQL text, or the id (a number) of a prepared statement.
+    /// Text is read straight away (no type check first: the hot path of every query); only
+    /// when Node-API says it is not a string is it taken as an id.
+    fn sql_of(&self, env: &Env, sql: Unknown) -> Result<String> {
+        // SAFETY: the JS thread, this call's env, and a value of this call.
+        match unsafe { values::get_string(env.raw(), sql.raw(), &|| "the SQL text".to_string()) } {
+            Ok(text) => Ok(text),
+            Err(ParamError::Napi(sys::Status::napi_string_expected)) => {
+                let mut id = 0u32;
+                // SAFETY: as above; `id` is a valid out-pointer.
+                let status = unsafe { sys::napi_get_value_uint32(env.raw(), sql.raw(), &mut id) };
+                if status != sys::Status::napi_ok {
+                    return Err(throw(env, ParamError::Type("sql must be a string".into())));
+                }
+                self.statements.sql(id).map(|s| s.to_string()).map_err(|e| core_error(env, e))
+            }
+            Err(e) => Err(throw(env, e)),
+        }
+    }
+
     fn submit(&self, env: &Env, id: u32, tx: u32, kind: WriteKind, cancellable: Option<bool>) -> Result<()> {
         let job = WriteJob { id, tx: tx_of(tx), kind, cancellable: cancellable.unwrap_or(false) };
         self.db.write(job).map_err(|e| core_error(env, e))

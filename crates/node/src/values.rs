@@ -419,6 +419,34 @@ unsafe fn output_to_js(env: sys::napi_env, out: Output) -> NapiResult<sys::napi_
     match out {
         Output::Read(ReadOutput::Rows(rows)) | Output::Emission(rows) => buffer(env, rows.bytes),
         Output::Read(ReadOutput::Json(bytes)) => buffer(env, bytes),
+        Output::Read(ReadOutput::Described(d)) => {
+            // `[readonly, names, declared types]` (a type is null for an expression).
+            let count = d.columns.len();
+            let mut arr = ptr::null_mut();
+            ok(sys::napi_create_array_with_length(env, 3, &mut arr))?;
+            let mut readonly = ptr::null_mut();
+            ok(sys::napi_get_boolean(env, d.readonly, &mut readonly))?;
+            set(env, arr, 0, readonly)?;
+            let mut names = ptr::null_mut();
+            ok(sys::napi_create_array_with_length(env, count, &mut names))?;
+            let mut types = ptr::null_mut();
+            ok(sys::napi_create_array_with_length(env, count, &mut types))?;
+            for (i, (name, decl)) in d.columns.iter().enumerate() {
+                set(env, names, i as u32, string(env, name)?)?;
+                let t = match decl {
+                    Some(t) => string(env, t)?,
+                    None => {
+                        let mut null = ptr::null_mut();
+                        ok(sys::napi_get_null(env, &mut null))?;
+                        null
+                    }
+                };
+                set(env, types, i as u32, t)?;
+            }
+            set(env, arr, 1, names)?;
+            set(env, arr, 2, types)?;
+            Ok(arr)
+        }
         Output::Exec(e) => {
             let mut arr = ptr::null_mut();
             ok(sys::napi_create_array_with_length(env, 3, &mut arr))?;
