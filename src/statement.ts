@@ -10,6 +10,7 @@ import type { CallOptions, QueryOptions } from './options';
 import type { Description, ExecuteResult } from './requests';
 import type { Row } from './rows';
 import type { LiveQuery, StreamOptions } from './stream';
+import type { IterateOptions, RowIterator } from './iterate';
 
 /** A result column of a statement: its name and declared type (null for an expression). */
 export interface StatementColumn {
@@ -25,6 +26,7 @@ export interface StatementHost {
   execute(sql: unknown, params?: unknown, options?: CallOptions): Promise<ExecuteResult>;
   executeBatch(sql: unknown, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }>;
   stream(sql: string, params?: unknown, options?: StreamOptions): LiveQuery<unknown>;
+  iterate(sql: string, params?: unknown, options?: IterateOptions): RowIterator<unknown>;
   /** Prepares (never runs) the statement where a call of this kind would run. */
   describeStatement(stmt: Statement, onWriter: boolean): Promise<Description>;
   releaseStatement(id: number): void;
@@ -36,11 +38,6 @@ const enum Op {
   SelectBytes,
   Execute,
   Batch,
-}
-
-/** The database's `iterate` entry (streaming results), as the API fixes it. */
-interface IterateHost {
-  iterate?: (sql: string, params?: unknown, options?: unknown) => AsyncIterableIterator<unknown>;
 }
 
 /** Statements nobody references any more free their native side (the registered SQL). */
@@ -167,11 +164,9 @@ export class Statement {
   }
 
   /** Like `db.iterate(sql, params, options)`: the rows in chunks, holding one reader. */
-  iterate<T = Row>(params?: unknown, options?: unknown): AsyncIterableIterator<T> {
+  iterate<T = Row>(params?: unknown, options?: IterateOptions): RowIterator<T> {
     if (this.#id === 0) throw statementClosedError();
-    const iterate = (this.#host as IterateHost).iterate;
-    if (typeof iterate !== 'function') throw new TypeError('this build of quietsqlite has no db.iterate()');
-    return iterate.call(this.#host, this.#sql, params, options) as AsyncIterableIterator<T>;
+    return this.#host.iterate(this.#sql, params, options) as RowIterator<T>;
   }
 
   /** Like `db.stream(sql, params, options)`. The live query is independent of the statement

@@ -275,7 +275,7 @@ test('stmt.stream() is a live query of the statement', async (t) => {
   assert.deepEqual(seen, [0, 1]);
 });
 
-test('stmt.iterate() streams the statement through db.iterate', { todo: 'needs db.iterate (branch iter)' }, async (t) => {
+test('stmt.iterate() streams the statement through db.iterate', async (t) => {
   const db = await openMemory(t);
   await db.execute('CREATE TABLE t(v)');
   await db.executeBatch('INSERT INTO t VALUES (?)', Array.from({ length: 1000 }, (_, i) => [i]));
