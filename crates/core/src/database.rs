@@ -27,6 +27,7 @@ pub struct Database {
     location: Location,
     abandoner: Abandoner,
     cancellation: Arc<Cancellation>,
+    catalog: Arc<crate::functions::Catalog>,
 }
 
 /// Ends a database whose owner is gone without `close()` (a terminated Worker's env
@@ -75,6 +76,7 @@ impl Database {
         let tracking = Arc::new(AtomicBool::new(false));
         let cancellation = Arc::new(Cancellation::default());
         let thread_cancellation = cancellation.clone();
+        let catalog = opts.catalog.clone();
         let location = Location::resolve(&opts.path)?;
         location.check_shareable()?;
         let poll_target = match (&location.temporary, readonly) {
@@ -157,6 +159,7 @@ impl Database {
             location,
             abandoner,
             cancellation,
+            catalog,
         })
     }
 
@@ -281,6 +284,12 @@ impl Database {
 }
 
 impl Database {
+    /// Its user-defined functions and extensions: a function added here applies to every
+    /// connection before its next job.
+    pub fn catalog(&self) -> &Arc<crate::functions::Catalog> {
+        &self.catalog
+    }
+
     /// What ends this database if its owner disappears (see `Abandoner`).
     pub fn abandoner(&self) -> Abandoner {
         self.abandoner.clone()
@@ -316,9 +325,10 @@ fn start(
         let rx = reader_rx.clone();
         let s = sink.clone();
         let watch = Watch::install(&mut conn, cancellation.clone())?;
+        let catalog = opts.catalog.clone();
         std::thread::Builder::new()
             .name(format!("quietsqlite-reader-{i}"))
-            .spawn(move || reader::run(conn, watch, rx, s))
+            .spawn(move || reader::run(conn, watch, rx, s, catalog))
             .map_err(|e| Error::Internal(format!("could not start a reader thread: {e}")))?;
     }
     Ok(writer)

@@ -17,6 +17,8 @@ pub mod database;
 pub mod deps;
 pub mod encode;
 pub mod error;
+pub mod extensions;
+pub mod functions;
 pub mod hooks;
 pub mod json;
 pub mod live;

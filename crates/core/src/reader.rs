@@ -155,7 +155,13 @@ fn next_message(queue: &Receiver<ReaderMsg>, spin: std::time::Duration) -> Optio
     queue.recv().ok()
 }
 
-pub(crate) fn run(mut conn: Connection, watch: Arc<Watch>, queue: Receiver<ReaderMsg>, sink: Arc<dyn CompletionSink>) {
+pub(crate) fn run(
+    mut conn: Connection,
+    watch: Arc<Watch>,
+    queue: Receiver<ReaderMsg>,
+    sink: Arc<dyn CompletionSink>,
+    catalog: Arc<crate::functions::Catalog>,
+) {
     while let Some(msg) = next_message(&queue, SPIN_WINDOW) {
         match msg {
             ReaderMsg::Read(job, ticket) => {
@@ -169,6 +175,7 @@ pub(crate) fn run(mut conn: Connection, watch: Arc<Watch>, queue: Receiver<Reade
                     }
                 };
                 let result = catch_unwind(AssertUnwindSafe(|| {
+                    catalog.sync(&conn)?;
                     query::read(&conn, &job.sql, &job.params, job.format).map(Output::Read)
                 }))
                 .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
@@ -177,8 +184,12 @@ pub(crate) fn run(mut conn: Connection, watch: Arc<Watch>, queue: Receiver<Reade
                 sink.complete(Completion { id, result });
             }
             ReaderMsg::Task(task) => {
-                // A task reports its own outcome; a panic in it must not kill the reader.
-                let _ = catch_unwind(AssertUnwindSafe(|| task(&conn)));
+                // A task reports its own outcome; a panic in it must not kill the reader. A
+                // function or extension that failed to apply fails the task's query itself.
+                let _ = catch_unwind(AssertUnwindSafe(|| {
+                    let _ = catalog.sync(&conn);
+                    task(&conn)
+                }));
             }
             ReaderMsg::Panic(id) => {
                 let result = catch_unwind(|| -> crate::Result<Output> {
