@@ -9,6 +9,7 @@ import {
   checkParams,
   checkPath,
   checkSql,
+  checkExtensionPath,
   resolveCallOptions,
   resolveOpenOptions,
   type CallOptions,
@@ -35,6 +36,7 @@ import {
   type TransactionOptions,
 } from './transaction';
 import { LiveQuery, type LiveHost, type StreamOptions } from './stream';
+import { Functions, type AggregateOptions, type FunctionOptions } from './functions';
 
 /** Entry points only an addon built with the `test-hooks` feature has (`npm test`). */
 interface TestHooks {
@@ -98,6 +100,9 @@ export class Database implements Executor, TransactionHost {
   readonly #timeoutMs: number;
   /** The cipher of the database's encryption (or of a later rekey on a plaintext one). */
   readonly #cipher: Cipher;
+  readonly #readonly: boolean;
+  /** User-defined functions (made at the first registration). */
+  #functions: Functions | undefined;
   #closing: Promise<void> | undefined;
   #forceClosing = false;
   #nextTx = 1;
@@ -106,8 +111,16 @@ export class Database implements Executor, TransactionHost {
   /** The transaction holding the writer, with the means to cancel it (forced close). */
   #running: { tx: Transaction; cancel: (reason: unknown) => void; settled: Promise<void> } | undefined;
 
-  private constructor(path: string, native: NativeDatabase, requests: Requests, timeoutMs: number, cipher: Cipher) {
+  private constructor(
+    path: string,
+    native: NativeDatabase,
+    requests: Requests,
+    timeoutMs: number,
+    cipher: Cipher,
+    readonly: boolean,
+  ) {
     this.#path = path;
+    this.#readonly = readonly;
     this.#cipher = cipher;
     this.#timeoutMs = timeoutMs;
     this.#native = native;
@@ -139,6 +152,7 @@ export class Database implements Executor, TransactionHost {
             encryptionKey: o.encryption?.bytes,
             rawKey: o.encryption?.raw,
             cipher: o.encryption === undefined ? undefined : o.cipher,
+            extensions: o.extensions,
           },
           requests.onComplete,
           id,
@@ -158,7 +172,7 @@ export class Database implements Executor, TransactionHost {
     });
     const temporary = native!.temporaryPath();
     if (temporary != null) removeAtExit(temporary);
-    return new Database(path, native!, requests, o.timeoutMs, o.cipher);
+    return new Database(path, native!, requests, o.timeoutMs, o.cipher, o.readonly);
   }
 
   /** The path the database was opened with. */
@@ -263,6 +277,63 @@ export class Database implements Executor, TransactionHost {
       return rejected(err);
     } finally {
       if (key?.owned === true) key.bytes.fill(0);
+    }
+  }
+
+  // ---- user-defined functions and extensions ----
+
+  #functionsOf(): Functions {
+    if (this.#closing) throw closedError();
+    return (this.#functions ??= new Functions(this.#native, this.#requests.intMode));
+  }
+
+  /**
+   * Registers a scalar SQL function on every connection (open ones before their next
+   * query). `fn` runs on this thread, synchronously, while the native thread waits for it.
+   */
+  function(name: string, fn: (...args: never[]) => unknown, options?: FunctionOptions): this {
+    const f = this.#functionsOf();
+    try {
+      f.defineScalar(name, fn, options);
+    } catch (err) {
+      throw fromNativeThrow(err);
+    }
+    return this;
+  }
+
+  /** Registers an aggregate SQL function (a window function when `inverse` is given). */
+  aggregate<A = unknown>(name: string, options: AggregateOptions<A>): this {
+    const f = this.#functionsOf();
+    try {
+      f.defineAggregate(name, options as AggregateOptions);
+    } catch (err) {
+      throw fromNativeThrow(err);
+    }
+    return this;
+  }
+
+  /**
+   * Loads a SQLite extension on the writer (rejecting with a SqliteError that names the
+   * file if it fails), then on every reader and on connections opened later.
+   */
+  loadExtension(path: string, entryPoint?: string): Promise<void> {
+    try {
+      if (this.#closing) throw closedError();
+      const p = checkExtensionPath(path, 'loadExtension(): the path');
+      if (entryPoint !== undefined && (typeof entryPoint !== 'string' || entryPoint.length === 0)) {
+        throw new TypeError('loadExtension(): the entry point must be a non-empty string');
+      }
+      if (this.#readonly) {
+        throw new TypeError(
+          'loadExtension() needs the writer, which a read-only database has not; give `extensions` to open() instead',
+        );
+      }
+      if (currentTransaction(this) !== undefined) {
+        throw new RangeError('loadExtension() inside a transaction body would wait for that transaction forever; call it after');
+      }
+      return this.#write<void>(Kind.Done, 'object', (id) => this.#native.loadExtension(id, p, entryPoint));
+    } catch (err) {
+      return rejected(err);
     }
   }
 

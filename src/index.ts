@@ -6,3 +6,4 @@ export type { OpenOptions, QueryOptions, CallOptions, PragmaValue, Cipher } from
 export type { ExecuteResult } from './requests';
 export type { Row, SqlValue, IntMode, RowMode } from './rows';
 export { LiveQuery, type StreamOptions } from './stream';
+export type { FunctionOptions, AggregateOptions } from './functions';

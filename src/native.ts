@@ -8,6 +8,11 @@ export type NativeDatabase = NativeDatabaseClass;
 interface Binding {
   NativeDatabase: typeof NativeDatabaseClass;
   MAX_PARAMETERS: number;
+  FUNCTION_OP_SCALAR: number;
+  FUNCTION_OP_STEP: number;
+  FUNCTION_OP_INVERSE: number;
+  FUNCTION_OP_VALUE: number;
+  FUNCTION_OP_FINAL: number;
 }
 
 function load(): Binding {
