@@ -84,6 +84,7 @@ export async function open(path, options = {}) {
         else live.close?.();
       };
     },
+    fn: (name, f) => db.function(name, f),
     close: () => db.close(),
   };
 }
