@@ -70,7 +70,8 @@ export const KINDS = {
     prepare(ctx) {
       if (typeof ctx.conn.fn !== 'function') throw new NotAvailable('no user-defined functions');
       ctx.conn.fn('add1', (x) => x + 1);
-      ctx.h = ctx.conn.prepare(`SELECT add1(id) AS v FROM items WHERE id <= ${ctx.params.rows}`);
+      const expr = ctx.params.call ? 'add1(id)' : 'id + 1';
+      ctx.h = ctx.conn.prepare(`SELECT ${expr} AS v FROM items WHERE id <= ${ctx.params.rows}`);
     },
     async sample(ctx) {
       const h = ctx.h;
