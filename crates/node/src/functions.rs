@@ -200,7 +200,15 @@ unsafe extern "C" fn call_js(env: sys::napi_env, dispatcher: sys::napi_value, co
 
 /// Calls the dispatcher with `(op, function, state, args)` and converts its answer.
 unsafe fn run(env: sys::napi_env, dispatcher: sys::napi_value, int_mode: IntMode, p: &Pending) -> quietsqlite_core::Result<Value> {
-    let napi = |s: sys::napi_status| Error::Internal(format!("Node-API failed ({s}) while calling function '{}'", p.name));
+    // A pending exception here means JS cannot run any more (a terminating Worker): the
+    // environment is going, not a bug.
+    let napi = |s: sys::napi_status| {
+        if s == sys::Status::napi_pending_exception {
+            gone()
+        } else {
+            Error::Internal(format!("Node-API failed ({s}) while calling function '{}'", p.name))
+        }
+    };
     let mut args = ptr::null_mut();
     check(sys::napi_create_array_with_length(env, p.args.len(), &mut args)).map_err(napi)?;
     for (i, v) in p.args.iter().enumerate() {
