@@ -195,24 +195,24 @@ unsafe extern "C" fn free_applied(p: *mut c_void) {
     drop(Box::from_raw(p as *mut Applied));
 }
 
-/// The connection's record, created on first use.
-fn applied(conn: &Connection) -> Result<&mut Applied> {
+/// Runs `f` with the connection's record, created on first use.
+fn with_applied<R>(conn: &Connection, f: impl FnOnce(&mut Applied) -> R) -> Result<R> {
     // SAFETY: the handle is valid while `conn` lives; the record is only touched by the
-    // thread that owns the connection (connections are never shared), and SQLite frees it
-    // with the connection, which outlives the returned borrow (tied to `conn`).
+    // thread that owns the connection (connections are never shared), through this
+    // function, and the borrow handed to `f` ends before it returns; SQLite frees the
+    // record only when the connection closes, which cannot happen while `conn` is borrowed.
     unsafe {
         let db = conn.handle();
-        let p = rusqlite::ffi::sqlite3_get_clientdata(db, CLIENT_DATA_KEY.as_ptr()) as *mut Applied;
-        if !p.is_null() {
-            return Ok(&mut *p);
+        let mut p = rusqlite::ffi::sqlite3_get_clientdata(db, CLIENT_DATA_KEY.as_ptr()) as *mut Applied;
+        if p.is_null() {
+            p = Box::into_raw(Box::<Applied>::default());
+            let rc = rusqlite::ffi::sqlite3_set_clientdata(db, CLIENT_DATA_KEY.as_ptr(), p.cast(), Some(free_applied));
+            if rc != rusqlite::ffi::SQLITE_OK {
+                // SQLite calls the destructor itself when it cannot store the entry.
+                return Err(Error::sqlite(rc, "could not record the functions applied to a connection"));
+            }
         }
-        let fresh = Box::into_raw(Box::<Applied>::default());
-        let rc = rusqlite::ffi::sqlite3_set_clientdata(db, CLIENT_DATA_KEY.as_ptr(), fresh.cast(), Some(free_applied));
-        if rc != rusqlite::ffi::SQLITE_OK {
-            // SQLite calls the destructor itself when it cannot store the entry.
-            return Err(Error::sqlite(rc, "could not record the functions applied to a connection"));
-        }
-        Ok(&mut *fresh)
+        Ok(f(&mut *p))
     }
 }
 
@@ -231,7 +231,7 @@ impl Catalog {
         self.sync(conn)?;
         ext.load(conn)?;
         self.extensions.push(Arc::new(ext));
-        applied(conn)?.extensions = self.extensions.len();
+        with_applied(conn, |done| done.extensions = self.extensions.len())?;
         Ok(())
     }
 
@@ -252,21 +252,23 @@ impl Catalog {
         if nf == 0 && ne == 0 {
             return Ok(());
         }
-        let done = applied(conn)?;
-        if done.extensions < ne {
-            for ext in self.extensions.since(done.extensions) {
-                // Counted even when it fails: the job reports the failure once, and the
-                // connection does not retry it before every job.
-                done.extensions += 1;
-                ext.load(conn)?;
+        with_applied(conn, |done| -> Result<()> {
+            if done.extensions < ne {
+                for ext in self.extensions.since(done.extensions) {
+                    // Counted even when it fails: the job reports the failure once, and the
+                    // connection does not retry it before every job.
+                    done.extensions += 1;
+                    ext.load(conn)?;
+                }
             }
-        }
-        if done.functions < nf {
-            for def in self.functions.since(done.functions) {
-                done.functions += 1;
-                def.install(conn)?;
+            if done.functions < nf {
+                for def in self.functions.since(done.functions) {
+                    done.functions += 1;
+                    def.install(conn)?;
+                }
             }
-        }
+            Ok(())
+        })??;
         Ok(())
     }
 }
@@ -419,7 +421,7 @@ mod tests {
         assert_eq!(e, Error::Thrown { message: "no text here".into(), token: 7 });
         // Nothing new: a sync is a no-op, and the record survives.
         catalog.sync(&conn).unwrap();
-        assert_eq!(applied(&conn).unwrap().functions, 2);
+        assert_eq!(with_applied(&conn, |a| a.functions).unwrap(), 2);
         assert!(catalog.add_function(def("", Kind::Scalar, 3, &fake)).is_err());
     }
 }
