@@ -11,6 +11,7 @@ import {
   checkParams,
   checkPath,
   checkSql,
+  checkExtensionPath,
   resolveCallOptions,
   resolveOpenOptions,
   type CallOptions,
@@ -43,6 +44,7 @@ import { LiveQuery, type LiveHost, type StreamOptions } from './stream';
 import type { Diagnostics, NativeDiagnostics } from './diagnostics';
 import { TransactionHandle } from './transaction-handle';
 import { Statement, statementId, type StatementHost } from './statement';
+import { Functions, type AggregateOptions, type FunctionOptions } from './functions';
 
 /** Entry points only an addon built with the `test-hooks` feature has (`npm test`). */
 interface TestHooks {
@@ -113,6 +115,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
   readonly #iterateHost: IterateHost;
   /** Opened with `readonly: true`: there is no writer connection. */
   readonly #readonlyDb: boolean;
+  /** User-defined functions (made at the first registration). */
+  #functions: Functions | undefined;
   #closing: Promise<void> | undefined;
   #forceClosing = false;
   #nextTx = 1;
@@ -190,6 +194,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
             encryptionKey: o.encryption?.bytes,
             rawKey: o.encryption?.raw,
             cipher: o.encryption === undefined ? undefined : o.cipher,
+            extensions: o.extensions,
           },
           requests.onComplete,
           id,
@@ -466,6 +471,58 @@ export class Database implements Executor, TransactionHost, StatementHost {
           throw fromNativeThrow(err);
         }
       });
+  // ---- user-defined functions and extensions ----
+
+  #functionsOf(): Functions {
+    if (this.#closing) throw closedError();
+    return (this.#functions ??= new Functions(this.#native, this.#requests.intMode));
+  }
+
+  /**
+   * Registers a scalar SQL function on every connection (open ones before their next
+   * query). `fn` runs on this thread, synchronously, while the native thread waits for it.
+   */
+  function(name: string, fn: (...args: never[]) => unknown, options?: FunctionOptions): this {
+    const f = this.#functionsOf();
+    try {
+      f.defineScalar(name, fn, options);
+    } catch (err) {
+      throw fromNativeThrow(err);
+    }
+    return this;
+  }
+
+  /** Registers an aggregate SQL function (a window function when `inverse` is given). */
+  aggregate<A = unknown>(name: string, options: AggregateOptions<A>): this {
+    const f = this.#functionsOf();
+    try {
+      f.defineAggregate(name, options as AggregateOptions);
+    } catch (err) {
+      throw fromNativeThrow(err);
+    }
+    return this;
+  }
+
+  /**
+   * Loads a SQLite extension on the writer (rejecting with a SqliteError that names the
+   * file if it fails), then on every reader and on connections opened later.
+   */
+  loadExtension(path: string, entryPoint?: string): Promise<void> {
+    try {
+      if (this.#closing) throw closedError();
+      const p = checkExtensionPath(path, 'loadExtension(): the path');
+      if (entryPoint !== undefined && (typeof entryPoint !== 'string' || entryPoint.length === 0)) {
+        throw new TypeError('loadExtension(): the entry point must be a non-empty string');
+      }
+      if (this.#readonlyDb) {
+        throw new TypeError(
+          'loadExtension() needs the writer, which a read-only database has not; give `extensions` to open() instead',
+        );
+      }
+      if (currentTransaction(this) !== undefined) {
+        throw new RangeError('loadExtension() inside a transaction body would wait for that transaction forever; call it after');
+      }
+      return this.#write<void>(Kind.Done, 'object', (id) => this.#native.loadExtension(id, p, entryPoint));
     } catch (err) {
       return rejected(err);
     }

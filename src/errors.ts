@@ -54,6 +54,33 @@ export function transactionEndedError(): Error {
   );
 }
 
+/** Errors thrown by user-defined functions, kept until the statement that called the
+ * function fails with them (the native side carries only a token). Bounded: a token never
+ * claimed (the failure was overtaken by another) does not keep its error forever. */
+const thrown = new Map<number, unknown>();
+const MAX_KEPT = 256;
+let nextToken = 1;
+
+/** Keeps `err` for `claimThrown`; returns its token. */
+export function keepThrown(err: unknown): number {
+  const token = nextToken;
+  nextToken = nextToken >= 0x7fffffff ? 1 : nextToken + 1;
+  thrown.set(token, err);
+  if (thrown.size > MAX_KEPT) thrown.delete(thrown.keys().next().value as number);
+  return token;
+}
+
+/** The error a function threw (exactly that value), or a SqliteError with its message when
+ * it is no longer kept. */
+export function claimThrown(token: number, message: string): unknown {
+  if (thrown.has(token)) {
+    const err = thrown.get(token);
+    thrown.delete(token);
+    return err;
+  }
+  return new SqliteError(message, 'SQLITE_ERROR', 1);
+}
+
 /** `[kind, message, code, errno, sql]` as the binding describes an error. */
 export type NativeErrorDetail = [number, string, string | null, number | null, string | null];
 
@@ -70,6 +97,8 @@ export function errorFromNative(d: NativeErrorDetail): Error {
       return closedError(message);
     case 5:
       return transactionEndedError();
+    case 7:
+      return claimThrown(errno ?? -1, message) as Error;
     default:
       return coded(message, ErrorCodes.INTERNAL);
   }

@@ -11,3 +11,4 @@ export type { Row, SqlValue, IntMode, RowMode } from './rows';
 export { LiveQuery, type StreamOptions } from './stream';
 export { TransactionHandle } from './transaction-handle';
 export { Statement, type StatementColumn } from './statement';
+export type { FunctionOptions, AggregateOptions } from './functions';

@@ -17,6 +17,11 @@ interface Binding {
   MAX_PARAMETERS: number;
   DEFAULT_CHUNK_ROWS: number;
   MAX_CHUNK_ROWS: number;
+  FUNCTION_OP_SCALAR: number;
+  FUNCTION_OP_STEP: number;
+  FUNCTION_OP_INVERSE: number;
+  FUNCTION_OP_VALUE: number;
+  FUNCTION_OP_FINAL: number;
 }
 
 /** The environment variable naming a binary to load instead of any other. */

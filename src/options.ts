@@ -28,6 +28,8 @@ export interface OpenOptions {
   encryptionKey?: string | Buffer;
   /** The cipher of an encrypted database; default 'chacha20'. Needs `encryptionKey`. */
   cipher?: Cipher;
+  /** SQLite extensions (shared library paths) every connection loads when it opens. */
+  extensions?: string[];
 }
 
 /** The ciphers of SQLite3 Multiple Ciphers quietsqlite offers. */
@@ -131,6 +133,7 @@ export interface ResolvedOpenOptions {
   /** Undefined when the database is not encrypted. */
   encryption: KeyBytes | undefined;
   cipher: Cipher;
+  extensions: string[] | undefined;
 }
 
 function renderPragmaValue(name: string, v: unknown): string {
@@ -157,6 +160,7 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
     'encryptionKey',
     'cipher',
     'checkpoints',
+    'extensions',
   ]);
   const o = options as OpenOptions;
   const readers = o.readers ?? defaultReaders();
@@ -194,7 +198,32 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
   if (o.cipher !== undefined && encryption === undefined) {
     throw new TypeError("the 'cipher' option needs 'encryptionKey' (the database is encrypted only with a key)");
   }
-  return { readers, readonly: o.readonly ?? false, intMode, busyTimeout, pragmas, timeoutMs, externalCheckpoints, encryption, cipher };
+  const extensions = o.extensions === undefined ? undefined : checkExtensions(o.extensions);
+  return {
+    readers,
+    readonly: o.readonly ?? false,
+    intMode,
+    busyTimeout,
+    pragmas,
+    timeoutMs,
+    externalCheckpoints,
+    encryption,
+    cipher,
+    extensions,
+  };
+}
+
+/** Extension paths: non-empty strings without NUL (the loader names a file that fails). */
+function checkExtensions(v: unknown): string[] {
+  if (!Array.isArray(v)) throw new TypeError('extensions must be an array of paths (strings)');
+  return v.map((p: unknown, i) => checkExtensionPath(p, `extensions[${i}]`));
+}
+
+export function checkExtensionPath(p: unknown, what: string): string {
+  if (typeof p !== 'string' || p.length === 0 || p.includes('\0')) {
+    throw new TypeError(`${what} must be a non-empty string without NUL characters (an extension's path)`);
+  }
+  return p;
 }
 
 /** A `timeoutMs` value as milliseconds, 0 for none. */

@@ -103,8 +103,8 @@ describe('schedule', () => {
 });
 
 describe('suites', () => {
-  it('has the eleven suites with unique case ids and known metrics', () => {
-    assert.deepEqual(SUITES.map((s) => s.n), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+  it('has the twelve suites with unique case ids and known metrics', () => {
+    assert.deepEqual(SUITES.map((s) => s.n), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     const ids = ALL_CASES.map((c) => c.id);
     assert.equal(new Set(ids).size, ids.length);
     for (const c of ALL_CASES) for (const m of c.metrics) assert.ok(METRICS[m], `${c.id}: ${m}`);
@@ -118,7 +118,7 @@ describe('suites', () => {
 
   it('selects suites by number or id', () => {
     assert.deepEqual(selectSuites(['1', 'select', '9']).map((s) => s.n), [1, 2, 9]);
-    assert.equal(selectSuites([]).length, 11);
+    assert.equal(selectSuites([]).length, 12);
     assert.throws(() => selectSuites(['nope']), /unknown suite/);
   });
 });

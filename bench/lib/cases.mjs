@@ -65,6 +65,21 @@ function requireAsync(ctx) {
 }
 
 export const KINDS = {
+  // Suite 11: a scalar user-defined function called once per row.
+  udf: {
+    prepare(ctx) {
+      if (typeof ctx.conn.fn !== 'function') throw new NotAvailable('no user-defined functions');
+      ctx.conn.fn('add1', (x) => x + 1);
+      const expr = ctx.params.call ? 'add1(id)' : 'id + 1';
+      ctx.h = ctx.conn.prepare(`SELECT ${expr} AS v FROM items WHERE id <= ${ctx.params.rows}`);
+    },
+    async sample(ctx) {
+      const h = ctx.h;
+      const m = await measureLoop(ctx.peer.sync, 1, () => h.all([]), (r) => (sink += r.length));
+      return { metrics: { wall: m.wall, main: m.active } };
+    },
+  },
+
   // Suite 1: point query by primary key.
   point: {
     prepare(ctx) {

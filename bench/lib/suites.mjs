@@ -189,6 +189,16 @@ export const SUITES = [
       { id: 'enc-write-1k', label: 'batch 1k rows', kind: 'encryption', params: { op: 'write', rows: 1000 }, metrics: ['overhead', 'plainWall', 'encWall'], only: ['quietsqlite'], iters: it(30, 4), warm: it(2, 1) },
     ],
   },
+  {
+    id: 'udf',
+    n: 12,
+    title: 'User-defined function',
+    about: 'A scalar JavaScript function `add1(x)` called once per row: `SELECT add1(id) AS v FROM items WHERE id <= 10000` (10,000 calls). better-sqlite3 and node:sqlite call it on the event loop in the statement; quietsqlite calls it on the event loop while the native thread waits (one thread hop per call). sqlite3 has no user-defined functions (n/a). Times are per query of 10,000 calls; the baseline runs `SELECT id + 1` over the same rows, so the difference divided by 10,000 is the cost of one call.',
+    cases: [
+      { id: 'udf-10k', label: 'scalar UDF over 10k rows', kind: 'udf', params: { rows: 10000, call: true }, metrics: ['wall', 'main'], iters: it(30, 4), warm: it(2, 1) },
+      { id: 'udf-none-10k', label: 'same rows without the UDF (baseline)', kind: 'udf', params: { rows: 10000, call: false }, metrics: ['wall', 'main'], iters: it(30, 4), warm: it(2, 1) },
+    ],
+  },
 ];
 
 function label(n) {

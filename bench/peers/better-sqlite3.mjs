@@ -47,6 +47,7 @@ export async function open(path) {
       if (!t) txCache.set(fn, (t = db.transaction(() => fn(tx))));
       return t();
     },
+    fn: (name, f) => db.function(name, f),
     close: () => db.close(),
   };
 }

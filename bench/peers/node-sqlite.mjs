@@ -45,6 +45,7 @@ export async function open(path) {
     json: (h, p) => JSON.stringify(h.all(p)),
     insertBatch: (h, rows) => inTx(() => tx.batch(h, rows)),
     transaction: (fn) => inTx(() => fn(tx)),
+    fn: (name, f) => db.function(name, f),
     close: () => db.close(),
   };
 }

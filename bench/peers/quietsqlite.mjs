@@ -93,6 +93,7 @@ export async function open(path, options = {}) {
     },
     // A new database beside this one (the encryption suite compares two of them).
     sibling: (suffix, extra = {}) => open(`${path}${suffix}`, { ...options, ...extra }),
+    fn: (name, f) => db.function(name, f),
     close: () => db.close(),
   };
 }

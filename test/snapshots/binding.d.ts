@@ -50,6 +50,18 @@ export declare class NativeDatabase {
    * `cipher` is the database's (the JS layer keeps it).
    */
   rekey(id: number, key: Buffer | undefined | null, raw: boolean, cipher?: string | undefined | null): void
+  /**
+   * Registers a user-defined function on every connection (open ones before their next
+   * job). `kind`: 0 scalar, 1 aggregate, 2 window. `flags`: 1 deterministic, 2 direct
+   * only. `dispatcher(op, id, state, args)` runs every call (the first one given is kept);
+   * `int_mode`: 0 auto, 1 number, 2 bigint.
+   */
+  defineFunction(name: string, id: number, arity: number, kind: number, flags: number, dispatcher: unknown, intMode: number): void
+  /**
+   * Loads an extension on the writer, then on every other connection (open ones before
+   * their next job, later ones when they open).
+   */
+  loadExtension(id: number, path: string, entryPoint?: string | undefined | null): void
   cancel(id: number): number
   /** Stops accepting requests; `id` completes when every connection is closed. */
   close(id: number): void
@@ -113,6 +125,19 @@ export declare const DEFAULT_CHUNK_ROWS: number
 
 /** The largest `chunkSize` `iterate()` takes. */
 export declare const MAX_CHUNK_ROWS: number
+export declare const FUNCTION_OP_FINAL: number
+
+export declare const FUNCTION_OP_INVERSE: number
+
+/**
+ * What a call of the function dispatcher asks (`op`, its first argument): the numbers of
+ * quietsqlite_core::functions::Op.
+ */
+export declare const FUNCTION_OP_SCALAR: number
+
+export declare const FUNCTION_OP_STEP: number
+
+export declare const FUNCTION_OP_VALUE: number
 
 /** The most parameters one statement takes: the JS layer refuses longer lists with it. */
 export declare const MAX_PARAMETERS: number
@@ -133,4 +158,6 @@ export interface NativeOpenOptions {
   /** `encryption_key` is a raw key (a Buffer was given), not a passphrase. */
   rawKey?: boolean
   cipher?: string
+  /** Extension files every connection loads when it opens. */
+  extensions?: Array<string>
 }

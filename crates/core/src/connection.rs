@@ -24,6 +24,8 @@ pub struct OpenOptions {
     /// The encryption key and cipher, applied to every connection right after it opens.
     /// Shared, never copied: the last owner's drop wipes it (`Key`).
     pub encryption: Option<Arc<Key>>,
+    /// User-defined functions and extensions, shared by every connection (see `functions`).
+    pub catalog: Arc<crate::functions::Catalog>,
 }
 
 impl OpenOptions {
@@ -37,6 +39,7 @@ impl OpenOptions {
             statement_cache: 128,
             external_checkpoints: false,
             encryption: None,
+            catalog: Arc::default(),
         }
     }
 }
@@ -196,6 +199,7 @@ pub fn open_writer(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
     conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
     finish_open(&conn, opts_for_writer, false)?;
     crate::statement_rules::install(&conn);
+    opts.catalog.sync(&conn)?;
     Ok(conn)
 }
 
@@ -211,6 +215,7 @@ pub fn open_reader(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
     conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;")?;
     finish_open(&conn, opts, true)?;
     crate::statement_rules::install(&conn);
+    opts.catalog.sync(&conn)?;
     Ok(conn)
 }
 

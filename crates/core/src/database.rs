@@ -33,6 +33,7 @@ pub struct Database {
     busy: Arc<AtomicUsize>,
     /// The key the file is encrypted with now (for backups; see backup.rs).
     key: crate::backup::KeySlot,
+    catalog: Arc<crate::functions::Catalog>,
 }
 
 /// Ends a database whose owner is gone without `close()` (a terminated Worker's env
@@ -100,6 +101,7 @@ impl Database {
         let thread_iterators = iterators.clone();
         let busy = Arc::new(AtomicUsize::new(0));
         let thread_busy = busy.clone();
+        let catalog = opts.catalog.clone();
         let location = Location::resolve(&opts.path)?;
         location.check_shareable()?;
         let key: crate::backup::KeySlot = Arc::new(std::sync::Mutex::new(opts.encryption.clone()));
@@ -197,6 +199,7 @@ impl Database {
             iterators,
             busy,
             key,
+            catalog,
         })
     }
 
@@ -399,6 +402,12 @@ impl Database {
 }
 
 impl Database {
+    /// Its user-defined functions and extensions: a function added here applies to every
+    /// connection before its next job.
+    pub fn catalog(&self) -> &Arc<crate::functions::Catalog> {
+        &self.catalog
+    }
+
     /// What ends this database if its owner disappears (see `Abandoner`).
     pub fn abandoner(&self) -> Abandoner {
         self.abandoner.clone()
@@ -436,9 +445,10 @@ fn start(
         let s = sink.clone();
         let b = busy.clone();
         let watch = Watch::install(&mut conn, cancellation.clone())?;
+        let catalog = opts.catalog.clone();
         std::thread::Builder::new()
             .name(format!("quietsqlite-reader-{i}"))
-            .spawn(move || reader::run(conn, watch, rx, s, b))
+            .spawn(move || reader::run(conn, watch, rx, s, b, catalog))
             .map_err(|e| Error::Internal(format!("could not start a reader thread: {e}")))?;
     }
     Ok(writer)

@@ -18,6 +18,9 @@ pub enum Error {
     TransactionEnded(String),
     /// A bug: a panic caught at a thread boundary.
     Internal(String),
+    /// A user-defined function threw: `token` names the front end's own error object (it
+    /// keeps it), `message` is its text.
+    Thrown { message: String, token: u32 },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -39,11 +42,16 @@ impl Error {
 
     pub fn from_rusqlite(err: rusqlite::Error) -> Self {
         match err {
-            rusqlite::Error::SqliteFailure(e, msg) => Error::Sqlite {
-                code: e.extended_code,
-                message: msg.unwrap_or_else(|| code_message(e.extended_code)),
-                sql: None,
-            },
+            rusqlite::Error::SqliteFailure(e, msg) => {
+                let message = msg.unwrap_or_else(|| code_message(e.extended_code));
+                // A user-defined function's failure: its own error, not SQLite's copy.
+                if e.extended_code == rusqlite::ffi::SQLITE_ERROR {
+                    if let Some(original) = crate::functions::take_failure(&message) {
+                        return original;
+                    }
+                }
+                Error::Sqlite { code: e.extended_code, message, sql: None }
+            }
             rusqlite::Error::SqlInputError { error, msg, sql, .. } => Error::Sqlite {
                 code: error.extended_code,
                 message: msg,
@@ -237,7 +245,8 @@ impl fmt::Display for Error {
             | Error::Type(m)
             | Error::Closed(m)
             | Error::TransactionEnded(m)
-            | Error::Internal(m) => f.write_str(m),
+            | Error::Internal(m)
+            | Error::Thrown { message: m, .. } => f.write_str(m),
         }
     }
 }

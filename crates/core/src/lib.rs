@@ -19,6 +19,8 @@ pub mod deps;
 pub mod diagnostics;
 pub mod encode;
 pub mod error;
+pub mod extensions;
+pub mod functions;
 pub mod hooks;
 pub mod iterate;
 pub mod json;

@@ -144,6 +144,11 @@ fn last_error(db: *mut rusqlite::ffi::sqlite3, rc: i32) -> Error {
         } else {
             std::ffi::CStr::from_ptr(msg).to_string_lossy().into_owned()
         };
+        if code == ffi::SQLITE_ERROR {
+            if let Some(original) = crate::functions::take_failure(&message) {
+                return original;
+            }
+        }
         Error::sqlite(code, message)
     }
 }

@@ -180,6 +180,7 @@ pub(crate) fn run(
     queue: Receiver<ReaderMsg>,
     sink: Arc<dyn CompletionSink>,
     busy: Arc<AtomicUsize>,
+    catalog: Arc<crate::functions::Catalog>,
 ) {
     while let Some(msg) = next_message(&queue, SPIN_WINDOW) {
         let _busy = matches!(msg, ReaderMsg::Read(..) | ReaderMsg::Task(_) | ReaderMsg::Iterate(_)).then(|| Busy::new(&busy));
@@ -195,6 +196,7 @@ pub(crate) fn run(
                     }
                 };
                 let result = catch_unwind(AssertUnwindSafe(|| {
+                    catalog.sync(&conn)?;
                     query::read(&conn, &job.sql, &job.params, job.format).map(Output::Read)
                 }))
                 .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
@@ -217,8 +219,13 @@ pub(crate) fn run(
                         continue;
                     }
                 };
-                let panicked = catch_unwind(AssertUnwindSafe(|| {
-                    crate::iterate::serve(&conn, &q, &sink, || running.stopped())
+                let panicked = catch_unwind(AssertUnwindSafe(|| match catalog.sync(&conn) {
+                    Ok(()) => crate::iterate::serve(&conn, &q, &sink, || running.stopped()),
+                    // A function or extension that failed to apply fails the iterator.
+                    Err(e) => {
+                        q.registry.end(id);
+                        sink.complete(Completion { id, result: Err(e) });
+                    }
                 }));
                 if let Err(p) = panicked {
                     q.registry.end(id);
@@ -227,8 +234,12 @@ pub(crate) fn run(
                 drop(running);
             }
             ReaderMsg::Task(task) => {
-                // A task reports its own outcome; a panic in it must not kill the reader.
-                let _ = catch_unwind(AssertUnwindSafe(|| task(&conn)));
+                // A task reports its own outcome; a panic in it must not kill the reader. A
+                // function or extension that failed to apply fails the task's query itself.
+                let _ = catch_unwind(AssertUnwindSafe(|| {
+                    let _ = catalog.sync(&conn);
+                    task(&conn)
+                }));
             }
             ReaderMsg::Panic(id) => {
                 let result = catch_unwind(|| -> crate::Result<Output> {

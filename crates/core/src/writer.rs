@@ -46,6 +46,9 @@ pub enum WriteKind {
     RollbackTo { depth: u32 },
     /// Changes the encryption key (`None`: decrypts); the readers reopen with the new key.
     Rekey { key: Option<Arc<Key>> },
+    /// Loads an extension here, then (if that worked) on every other connection before its
+    /// next job and on every connection opened later.
+    LoadExtension { extension: crate::extensions::Extension },
 }
 
 #[derive(Debug)]
@@ -168,7 +171,10 @@ impl Writer {
                         Start::Skip => continue,
                         Start::Stopped => self.refuse_for_stop(job),
                         Start::Run(running) => {
-                            let result = catch_unwind(AssertUnwindSafe(|| self.handle(job)))
+                            let result = catch_unwind(AssertUnwindSafe(|| {
+                                self.reopen.1.catalog.sync(&self.conn)?;
+                                self.handle(job)
+                            }))
                                 .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
                             crate::error::explain_interrupt(result, running.stopped())
                         }
@@ -346,6 +352,9 @@ impl Writer {
                 Ok(Output::Done)
             }
             WriteKind::Rekey { key } => self.rekey(key).map(|()| Output::Done),
+            WriteKind::LoadExtension { extension } => {
+                self.reopen.1.catalog.load_extension(&self.conn, extension).map(|()| Output::Done)
+            }
             WriteKind::RollbackTo { depth } => {
                 self.conn.execute_batch(&format!(
                     "ROLLBACK TO quietsqlite_sp_{depth}; RELEASE quietsqlite_sp_{depth}"

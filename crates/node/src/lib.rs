@@ -3,6 +3,7 @@
 
 #[cfg(feature = "test-hooks")]
 mod experiments;
+mod functions;
 mod sink;
 mod values;
 
@@ -10,6 +11,8 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
 use quietsqlite_core::connection::{Cipher, Key, OpenOptions};
+use quietsqlite_core::extensions::Extension;
+use quietsqlite_core::functions::{Definition, Kind, Op};
 use quietsqlite_core::{
     BatchSets, Database, Error as CoreError, IterateJob, Params, ReadFormat, ReadJob, Statements, TxMode, WriteJob,
     WriteKind,
@@ -106,6 +109,18 @@ pub const DEFAULT_CHUNK_ROWS: u32 = quietsqlite_core::iterate::DEFAULT_CHUNK_ROW
 /// The largest `chunkSize` `iterate()` takes.
 #[napi]
 pub const MAX_CHUNK_ROWS: u32 = quietsqlite_core::iterate::MAX_CHUNK_ROWS;
+/// What a call of the function dispatcher asks (`op`, its first argument): the numbers of
+/// quietsqlite_core::functions::Op.
+#[napi]
+pub const FUNCTION_OP_SCALAR: u32 = Op::Scalar as u32;
+#[napi]
+pub const FUNCTION_OP_STEP: u32 = Op::Step as u32;
+#[napi]
+pub const FUNCTION_OP_INVERSE: u32 = Op::Inverse as u32;
+#[napi]
+pub const FUNCTION_OP_VALUE: u32 = Op::Value as u32;
+#[napi]
+pub const FUNCTION_OP_FINAL: u32 = Op::Final as u32;
 
 #[napi(object)]
 pub struct NativeOpenOptions {
@@ -122,6 +137,8 @@ pub struct NativeOpenOptions {
     /// `encryption_key` is a raw key (a Buffer was given), not a passphrase.
     pub raw_key: Option<bool>,
     pub cipher: Option<String>,
+    /// Extension files every connection loads when it opens.
+    pub extensions: Option<Vec<String>>,
 }
 
 /// The key the core applies: `cipher` by its option name (the JS layer checked it).
@@ -142,6 +159,8 @@ pub struct NativeDatabase {
     cleanup: sink::CleanupHook,
     /// Prepared statements: the SQL of each id (`prepare_statement`).
     statements: Statements,
+    /// Carries user-defined function calls to JS; made by the first `define_function`.
+    caller: std::sync::OnceLock<Arc<functions::Caller>>,
 }
 
 fn tx_of(tx: u32) -> Option<u32> {
@@ -389,6 +408,62 @@ impl NativeDatabase {
         })
     }
 
+    /// Registers a user-defined function on every connection (open ones before their next
+    /// job). `kind`: 0 scalar, 1 aggregate, 2 window. `flags`: 1 deterministic, 2 direct
+    /// only. `dispatcher(op, id, state, args)` runs every call (the first one given is kept);
+    /// `int_mode`: 0 auto, 1 number, 2 bigint.
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn define_function(
+        &self,
+        env: Env,
+        name: String,
+        id: u32,
+        arity: i32,
+        kind: u32,
+        flags: u32,
+        dispatcher: Unknown,
+        int_mode: u32,
+    ) -> Result<()> {
+        guard(&env, || {
+            let caller = match self.caller.get() {
+                Some(c) => c.clone(),
+                None => {
+                    // SAFETY: the JS thread, this call's env, and a value of this call.
+                    let c = unsafe { functions::Caller::new(env.raw(), dispatcher.raw(), int_mode) }
+                        .map_err(|s| napi::Error::from_status(Status::from(s)))?;
+                    let _ = self.caller.set(c.clone());
+                    c
+                }
+            };
+            let kind = match kind {
+                0 => Kind::Scalar,
+                1 => Kind::Aggregate,
+                _ => Kind::Window,
+            };
+            let def = Definition {
+                name,
+                arity,
+                kind,
+                deterministic: flags & 1 != 0,
+                direct_only: flags & 2 != 0,
+                id,
+                invoker: caller,
+            };
+            self.db.catalog().add_function(def).map_err(|e| core_error(&env, e))
+        })
+    }
+
+    /// Loads an extension on the writer, then on every other connection (open ones before
+    /// their next job, later ones when they open).
+    #[napi]
+    pub fn load_extension(&self, env: Env, id: u32, path: String, entry_point: Option<String>) -> Result<()> {
+        guard(&env, || {
+            let extension = Extension::new(path, entry_point).map_err(|e| core_error(&env, e))?;
+            self.submit(&env, id, 0, WriteKind::LoadExtension { extension }, Some(false))
+        })
+    }
+
     #[napi]
     pub fn cancel(&self, env: Env, id: u32) -> Result<u32> {
         guard(&env, || Ok(self.db.cancel(id) as u32))
@@ -419,6 +494,9 @@ impl NativeDatabase {
         guard(&env, || {
             self.sink.release();
             self.cleanup.remove();
+            if let Some(c) = self.caller.get() {
+                c.release();
+            }
             Ok(())
         })
     }
@@ -592,6 +670,9 @@ impl Drop for NativeDatabase {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.sink.release();
             self.cleanup.remove();
+            if let Some(c) = self.caller.get() {
+                c.release();
+            }
         }));
     }
 }
@@ -623,6 +704,9 @@ impl NativeDatabase {
                 Err(_) => None,
             })
             .collect();
+        for path in options.extensions.unwrap_or_default() {
+            opts.catalog.add_extension(Extension::new(path, None).map_err(|e| core_error(env, e))?);
+        }
         if let Some(bytes) = &options.encryption_key {
             let key = make_key(bytes, options.raw_key.unwrap_or(false), options.cipher.as_deref())
                 .map_err(|e| core_error(env, e))?;
@@ -630,7 +714,7 @@ impl NativeDatabase {
         }
         let db = open(opts, sink.clone()).map_err(|e| core_error(env, e))?;
         let cleanup = sink::CleanupHook::add(env.raw(), &sink, db.abandoner());
-        Ok(NativeDatabase { db, sink, cleanup, statements: Statements::default() })
+        Ok(NativeDatabase { db, sink, cleanup, statements: Statements::default(), caller: std::sync::OnceLock::new() })
     }
 }
 

@@ -339,6 +339,8 @@ pub const ERR_TYPE: f64 = 3.0;
 pub const ERR_CLOSED: f64 = 4.0;
 pub const ERR_TX_ENDED: f64 = 5.0;
 pub const ERR_INTERNAL: f64 = 6.0;
+/// A user-defined function threw: errno is the token of the JS error the JS side kept.
+pub const ERR_THROWN: f64 = 7.0;
 
 /// `[kind, message, codeName, errno, sql]`
 pub unsafe fn error_to_js(env: sys::napi_env, e: &Error) -> NapiResult<sys::napi_value> {
@@ -354,6 +356,7 @@ pub unsafe fn error_to_js(env: sys::napi_env, e: &Error) -> NapiResult<sys::napi
         Error::Type(m) => (ERR_TYPE, m.clone(), None, None, None),
         Error::Closed(m) => (ERR_CLOSED, m.clone(), None, None, None),
         Error::TransactionEnded(m) => (ERR_TX_ENDED, m.clone(), None, None, None),
+        Error::Thrown { message, token } => (ERR_THROWN, message.clone(), None, Some(*token as i32), None),
         other => (ERR_INTERNAL, other.to_string(), None, None, None),
     };
     set(env, arr, 0, number(env, kind)?)?;

@@ -1,0 +1,427 @@
+//! User-defined functions and loaded extensions, on every connection of a database.
+//!
+//! A `Catalog` is shared by all connections of one database: an append-only list of function
+//! definitions and one of extensions, each with a count. A connection remembers how many of
+//! each it has applied (in SQLite's per-connection client data, so the record follows the
+//! connection through a reopen); before each job its thread compares the counts, one atomic
+//! load each, and applies only what was added since. No lock is taken per query.
+//!
+//! A function's body lives in the front end (JavaScript): the connection thread hands the
+//! call to an `Invoke` and blocks until it answers. When a call fails, the front end's error
+//! is kept on this thread (`FAILURE`) and replaces SQLite's generic copy of its message where
+//! the statement's error is converted (`Error::from_rusqlite`), so the caller sees the
+//! original error.
+
+use crate::error::{Error, Result};
+use crate::extensions::Extension;
+use crate::value::Value;
+use rusqlite::functions::{Aggregate, Context, FunctionFlags, WindowAggregate};
+use rusqlite::types::ValueRef;
+use rusqlite::Connection;
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What a call asks of the front end. The numbers cross the boundary (the front end's
+/// dispatcher switches on them); the binding exports them from here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Op {
+    /// A scalar function: its result.
+    Scalar = 0,
+    /// An aggregate takes one more row into accumulator `state`.
+    Step = 1,
+    /// A window function drops one row from accumulator `state`.
+    Inverse = 2,
+    /// A window function's current result; `state` lives on.
+    Value = 3,
+    /// The final result; `state` ends (0: no row was stepped).
+    Final = 4,
+}
+
+/// One call of a user-defined function.
+#[derive(Debug)]
+pub struct Call<'a> {
+    pub op: Op,
+    pub function: u32,
+    /// The function's SQL name, for error messages.
+    pub name: &'a str,
+    /// The accumulator of an aggregate invocation (0 for scalars).
+    pub state: u64,
+    pub args: Vec<Value>,
+}
+
+/// The front end that runs function bodies. `invoke` runs on a connection thread and blocks
+/// until the answer is there, or fails when the front end can no longer answer.
+pub trait Invoke: Send + Sync {
+    fn invoke(&self, call: Call<'_>) -> Result<Value>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Scalar,
+    Aggregate,
+    /// An aggregate that can also drop rows: usable as a window function.
+    Window,
+}
+
+/// A function as registered.
+pub struct Definition {
+    pub name: String,
+    /// -1: any number of arguments.
+    pub arity: i32,
+    pub kind: Kind,
+    pub deterministic: bool,
+    pub direct_only: bool,
+    /// The front end's number for the body.
+    pub id: u32,
+    pub invoker: Arc<dyn Invoke>,
+}
+
+/// The longest function name SQLite accepts, and the most arguments a fixed-arity function
+/// may declare (SQLite's portable minimum of SQLITE_MAX_FUNCTION_ARG).
+pub const MAX_NAME_BYTES: usize = 255;
+pub const MAX_ARITY: i32 = 127;
+
+impl Definition {
+    /// Checks what SQLite would refuse later, on a connection thread, where nobody could
+    /// be told.
+    pub fn check(&self) -> Result<()> {
+        if self.name.is_empty() || self.name.len() > MAX_NAME_BYTES || self.name.contains('\0') {
+            return Err(Error::Type(format!(
+                "a function name must be 1 to {MAX_NAME_BYTES} bytes of UTF-8 without NUL"
+            )));
+        }
+        if self.arity < -1 || self.arity > MAX_ARITY {
+            return Err(Error::Range(format!(
+                "a function takes at most {MAX_ARITY} declared arguments (use varargs for more)"
+            )));
+        }
+        Ok(())
+    }
+
+    fn flags(&self) -> FunctionFlags {
+        let mut f = FunctionFlags::SQLITE_UTF8;
+        if self.deterministic {
+            f |= FunctionFlags::SQLITE_DETERMINISTIC;
+        }
+        if self.direct_only {
+            f |= FunctionFlags::SQLITE_DIRECTONLY;
+        }
+        f
+    }
+
+    fn install(self: &Arc<Self>, conn: &Connection) -> Result<()> {
+        let flags = self.flags();
+        match self.kind {
+            Kind::Scalar => {
+                let def = self.clone();
+                conn.create_scalar_function(self.name.as_str(), self.arity, flags, move |ctx| {
+                    call(&def, Op::Scalar, 0, args_of(ctx)).map(to_sql)
+                })?
+            }
+            Kind::Aggregate => conn.create_aggregate_function(self.name.as_str(), self.arity, flags, Accumulate(self.clone()))?,
+            Kind::Window => conn.create_window_function(self.name.as_str(), self.arity, flags, Accumulate(self.clone()))?,
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Definition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Definition({:?}, {}, {:?})", self.name, self.arity, self.kind)
+    }
+}
+
+/// An append-only list whose length can be read without its lock.
+struct Log<T> {
+    items: Mutex<Vec<T>>,
+    len: AtomicUsize,
+}
+
+impl<T: Clone> Log<T> {
+    fn new() -> Self {
+        Log { items: Mutex::new(Vec::new()), len: AtomicUsize::new(0) }
+    }
+
+    fn push(&self, item: T) {
+        let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
+        items.push(item);
+        self.len.store(items.len(), Ordering::Release);
+    }
+
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// The items from `from` on (copied out: applying them must not hold the lock).
+    fn since(&self, from: usize) -> Vec<T> {
+        let items = self.items.lock().unwrap_or_else(|p| p.into_inner());
+        items.get(from..).map(<[T]>::to_vec).unwrap_or_default()
+    }
+}
+
+/// The functions and extensions of one database (shared by its connections).
+pub struct Catalog {
+    functions: Log<Arc<Definition>>,
+    extensions: Log<Arc<Extension>>,
+}
+
+impl Default for Catalog {
+    fn default() -> Self {
+        Catalog { functions: Log::new(), extensions: Log::new() }
+    }
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Catalog({} functions, {} extensions)", self.functions.len(), self.extensions.len())
+    }
+}
+
+/// What one connection has applied (its client data).
+#[derive(Default)]
+struct Applied {
+    functions: usize,
+    extensions: usize,
+}
+
+const CLIENT_DATA_KEY: &std::ffi::CStr = c"quietsqlite.catalog";
+
+unsafe extern "C" fn free_applied(p: *mut c_void) {
+    // SAFETY: `p` is the Box `applied` leaked; SQLite calls this once, when the connection
+    // closes or the entry is replaced. Dropping it cannot panic.
+    drop(Box::from_raw(p as *mut Applied));
+}
+
+/// Runs `f` with the connection's record, created on first use.
+fn with_applied<R>(conn: &Connection, f: impl FnOnce(&mut Applied) -> R) -> Result<R> {
+    // SAFETY: the handle is valid while `conn` lives; the record is only touched by the
+    // thread that owns the connection (connections are never shared), through this
+    // function, and the borrow handed to `f` ends before it returns; SQLite frees the
+    // record only when the connection closes, which cannot happen while `conn` is borrowed.
+    unsafe {
+        let db = conn.handle();
+        let mut p = rusqlite::ffi::sqlite3_get_clientdata(db, CLIENT_DATA_KEY.as_ptr()) as *mut Applied;
+        if p.is_null() {
+            p = Box::into_raw(Box::<Applied>::default());
+            let rc = rusqlite::ffi::sqlite3_set_clientdata(db, CLIENT_DATA_KEY.as_ptr(), p.cast(), Some(free_applied));
+            if rc != rusqlite::ffi::SQLITE_OK {
+                // SQLite calls the destructor itself when it cannot store the entry.
+                return Err(Error::sqlite(rc, "could not record the functions applied to a connection"));
+            }
+        }
+        Ok(f(&mut *p))
+    }
+}
+
+impl Catalog {
+    /// Adds a function for every connection (each applies it before its next job).
+    pub fn add_function(&self, def: Definition) -> Result<()> {
+        def.check()?;
+        self.functions.push(Arc::new(def));
+        Ok(())
+    }
+
+    /// Loads `ext` on `conn` (the writer), then adds it for every other connection (each
+    /// loads it before its next job) and every connection opened later. A path that fails
+    /// fails here, and nothing is added. Only one thread adds extensions (the writer).
+    pub fn load_extension(&self, conn: &Connection, ext: Extension) -> Result<()> {
+        self.sync(conn)?;
+        ext.load(conn)?;
+        self.extensions.push(Arc::new(ext));
+        with_applied(conn, |done| done.extensions = self.extensions.len())?;
+        Ok(())
+    }
+
+    /// An extension for connections not open yet (`extensions` at open).
+    pub fn add_extension(&self, ext: Extension) {
+        self.extensions.push(Arc::new(ext));
+    }
+
+    pub fn has_functions(&self) -> bool {
+        self.functions.len() > 0
+    }
+
+    /// Applies to `conn` what was added since it last looked: extensions first (in order),
+    /// then functions (in order, so a later definition of a name replaces an earlier one).
+    /// Costs two atomic loads when nothing changed.
+    pub fn sync(&self, conn: &Connection) -> Result<()> {
+        let (nf, ne) = (self.functions.len(), self.extensions.len());
+        if nf == 0 && ne == 0 {
+            return Ok(());
+        }
+        with_applied(conn, |done| -> Result<()> {
+            if done.extensions < ne {
+                for ext in self.extensions.since(done.extensions) {
+                    // Counted even when it fails: the job reports the failure once, and the
+                    // connection does not retry it before every job.
+                    done.extensions += 1;
+                    ext.load(conn)?;
+                }
+            }
+            if done.functions < nf {
+                for def in self.functions.since(done.functions) {
+                    done.functions += 1;
+                    def.install(conn)?;
+                }
+            }
+            Ok(())
+        })??;
+        Ok(())
+    }
+}
+
+// ---- calls ----
+
+thread_local! {
+    /// The error of the last function call on this thread that failed, until the statement's
+    /// error is converted (see `take_failure`).
+    static FAILURE: RefCell<Option<Error>> = const { RefCell::new(None) };
+}
+
+/// The failed call's own error, if SQLite's message `message` is the copy of it that the
+/// function reported. Taken once.
+pub(crate) fn take_failure(message: &str) -> Option<Error> {
+    FAILURE.with(|f| {
+        let mut slot = f.borrow_mut();
+        match slot.as_ref() {
+            Some(e) if failure_text(e) == message => slot.take(),
+            _ => None,
+        }
+    })
+}
+
+/// The text SQLite keeps for a failed call (what `take_failure` compares).
+fn failure_text(e: &Error) -> String {
+    let text = match e {
+        Error::Thrown { message, .. } => message.clone(),
+        other => other.to_string(),
+    };
+    // SQLite takes the message as a C string.
+    text.replace('\0', " ")
+}
+
+/// SQLite's message for a failed call: the error itself (the original replaces it when the
+/// statement's error is converted).
+#[derive(Debug)]
+struct Failed(String);
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Failed {}
+
+fn call(def: &Definition, op: Op, state: u64, args: Vec<Value>) -> rusqlite::Result<Value> {
+    let outcome = def.invoker.invoke(Call { op, function: def.id, name: &def.name, state, args });
+    outcome.map_err(|e| {
+        let text = failure_text(&e);
+        FAILURE.with(|f| *f.borrow_mut() = Some(e));
+        rusqlite::Error::UserFunctionError(Box::new(Failed(text)))
+    })
+}
+
+fn args_of(ctx: &Context<'_>) -> Vec<Value> {
+    (0..ctx.len())
+        .map(|i| match ctx.get_raw(i) {
+            ValueRef::Null => Value::Null,
+            ValueRef::Integer(n) => Value::Integer(n),
+            ValueRef::Real(f) => Value::Real(f),
+            ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+            ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+        })
+        .collect()
+}
+
+fn to_sql(v: Value) -> rusqlite::types::Value {
+    match v {
+        Value::Null => rusqlite::types::Value::Null,
+        Value::Integer(n) => rusqlite::types::Value::Integer(n),
+        Value::Real(f) => rusqlite::types::Value::Real(f),
+        Value::Text(s) => rusqlite::types::Value::Text(s),
+        Value::Blob(b) => rusqlite::types::Value::Blob(b),
+    }
+}
+
+/// Accumulator numbers, unique in the process: the front end keeps each accumulator under it.
+static NEXT_STATE: AtomicU64 = AtomicU64::new(1);
+
+/// An aggregate (or window) function: the accumulator lives in the front end, SQLite's
+/// aggregate context holds its number.
+struct Accumulate(Arc<Definition>);
+
+impl Aggregate<u64, rusqlite::types::Value> for Accumulate {
+    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<u64> {
+        Ok(NEXT_STATE.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn step(&self, ctx: &mut Context<'_>, state: &mut u64) -> rusqlite::Result<()> {
+        call(&self.0, Op::Step, *state, args_of(ctx)).map(drop)
+    }
+
+    fn finalize(&self, _: &mut Context<'_>, state: Option<u64>) -> rusqlite::Result<rusqlite::types::Value> {
+        call(&self.0, Op::Final, state.unwrap_or(0), Vec::new()).map(to_sql)
+    }
+}
+
+impl WindowAggregate<u64, rusqlite::types::Value> for Accumulate {
+    fn value(&self, state: Option<&mut u64>) -> rusqlite::Result<rusqlite::types::Value> {
+        call(&self.0, Op::Value, state.map_or(0, |s| *s), Vec::new()).map(to_sql)
+    }
+
+    fn inverse(&self, ctx: &mut Context<'_>, state: &mut u64) -> rusqlite::Result<()> {
+        call(&self.0, Op::Inverse, *state, args_of(ctx)).map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers in Rust: doubles integers, fails on text, sums for aggregates.
+    struct Fake(Mutex<std::collections::HashMap<u64, i64>>);
+
+    impl Invoke for Fake {
+        fn invoke(&self, call: Call<'_>) -> Result<Value> {
+            let mut sums = self.0.lock().unwrap();
+            match (call.op, call.args.first()) {
+                (Op::Scalar, Some(Value::Integer(n))) => Ok(Value::Integer(n * 2)),
+                (Op::Scalar, _) => Err(Error::Thrown { message: "no text here".into(), token: 7 }),
+                (Op::Step, Some(Value::Integer(n))) => {
+                    *sums.entry(call.state).or_default() += n;
+                    Ok(Value::Null)
+                }
+                (Op::Final, _) => Ok(Value::Integer(sums.remove(&call.state).unwrap_or(0))),
+                _ => Ok(Value::Null),
+            }
+        }
+    }
+
+    fn def(name: &str, kind: Kind, id: u32, invoker: &Arc<Fake>) -> Definition {
+        Definition { name: name.into(), arity: 1, kind, deterministic: true, direct_only: false, id, invoker: invoker.clone() }
+    }
+
+    #[test]
+    fn functions_added_later_reach_a_connection_and_failures_keep_their_error() {
+        let conn = Connection::open_in_memory().unwrap();
+        let catalog = Catalog::default();
+        let fake = Arc::new(Fake(Mutex::default()));
+        catalog.sync(&conn).unwrap();
+        catalog.add_function(def("twice", Kind::Scalar, 1, &fake)).unwrap();
+        catalog.add_function(def("total", Kind::Aggregate, 2, &fake)).unwrap();
+        catalog.sync(&conn).unwrap();
+        assert_eq!(conn.query_row("SELECT twice(21)", [], |r| r.get::<_, i64>(0)).unwrap(), 42);
+        let sum = "WITH v(x) AS (VALUES (1), (2), (3)) SELECT total(x) FROM v";
+        assert_eq!(conn.query_row(sum, [], |r| r.get::<_, i64>(0)).unwrap(), 6);
+        let e = Error::from(conn.query_row("SELECT twice('a')", [], |r| r.get::<_, i64>(0)).unwrap_err());
+        assert_eq!(e, Error::Thrown { message: "no text here".into(), token: 7 });
+        // Nothing new: a sync is a no-op, and the record survives.
+        catalog.sync(&conn).unwrap();
+        assert_eq!(with_applied(&conn, |a| a.functions).unwrap(), 2);
+        assert!(catalog.add_function(def("", Kind::Scalar, 3, &fake)).is_err());
+    }
+}

@@ -1,0 +1,209 @@
+// User-defined functions: validation and the dispatcher every call goes through. The
+// native side registers each function on every connection and, for each call, blocks the
+// connection thread until the dispatcher (on this thread) answered (crates/node/src/functions.rs).
+
+import { keepThrown } from './errors';
+import { binding, type NativeDatabase } from './native';
+import { checkKeys } from './options';
+import type { IntMode } from './rows';
+
+export interface FunctionOptions {
+  /** Same arguments, same result: lets SQLite use it in indexes, generated columns and
+   * CHECK constraints, and evaluate it once per statement where it can. Default false. */
+  deterministic?: boolean;
+  /** Takes any number of arguments; otherwise exactly as many as the function declares
+   * (its `length`). Default false. */
+  varargs?: boolean;
+  /** Usable only in SQL written directly in a query, never from views, triggers or
+   * schema (indexes, CHECK, generated columns). Default false. */
+  directOnly?: boolean;
+}
+
+export interface AggregateOptions<A = unknown> extends FunctionOptions {
+  /** The first accumulator of each group (a function is called for each group); default null. */
+  start?: A | (() => A);
+  /** Takes the accumulator and one row's arguments; returns the next accumulator
+   * (returning undefined keeps the accumulator). */
+  step: (accumulator: A, ...args: never[]) => A | void;
+  /** The group's result from the final accumulator; default: the accumulator itself. */
+  result?: (accumulator: A) => unknown;
+  /** Takes a row out of the accumulator again: makes the aggregate a window function. */
+  inverse?: (accumulator: A, ...args: never[]) => A | void;
+}
+
+const INT_MODES: Record<IntMode, number> = { auto: 0, number: 1, bigint: 2 };
+const KIND_SCALAR = 0;
+const KIND_AGGREGATE = 1;
+const KIND_WINDOW = 2;
+const FLAG_DETERMINISTIC = 1;
+const FLAG_DIRECT_ONLY = 2;
+const { FUNCTION_OP_SCALAR, FUNCTION_OP_STEP, FUNCTION_OP_INVERSE, FUNCTION_OP_VALUE, FUNCTION_OP_FINAL } = binding;
+
+type AnyFunction = (...args: unknown[]) => unknown;
+
+interface Definition {
+  name: string;
+  fn: AnyFunction | undefined;
+  start: unknown;
+  step: AnyFunction | undefined;
+  result: AnyFunction | undefined;
+  inverse: AnyFunction | undefined;
+}
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return (
+    v !== null &&
+    (typeof v === 'object' || typeof v === 'function') &&
+    typeof (v as { then?: unknown }).then === 'function'
+  );
+}
+
+function isAsyncFunction(f: unknown): boolean {
+  const name = (f as { constructor?: { name?: unknown } }).constructor?.name;
+  return name === 'AsyncFunction' || name === 'AsyncGeneratorFunction';
+}
+
+function messageOf(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  try {
+    return String(err);
+  } catch {
+    return 'a user-defined function threw a value that has no text';
+  }
+}
+
+function flagsOf(what: string, options: FunctionOptions | undefined, extra: readonly string[]): number {
+  if (options === undefined) return 0;
+  if (options === null || typeof options !== 'object') throw new TypeError(`${what} options must be an object`);
+  checkKeys(what, options, ['deterministic', 'varargs', 'directOnly', ...extra]);
+  let flags = 0;
+  for (const key of ['deterministic', 'varargs', 'directOnly'] as const) {
+    const v = options[key];
+    if (v !== undefined && typeof v !== 'boolean') throw new TypeError(`${what}: option '${key}' must be a boolean`);
+  }
+  if (options.deterministic === true) flags |= FLAG_DETERMINISTIC;
+  if (options.directOnly === true) flags |= FLAG_DIRECT_ONLY;
+  return flags;
+}
+
+function checkName(what: string, name: unknown): string {
+  if (typeof name !== 'string' || name.length === 0) throw new TypeError(`${what} takes the function's name (a non-empty string)`);
+  return name;
+}
+
+function checkBody(what: string, label: string, f: unknown, required: boolean): AnyFunction | undefined {
+  if (f === undefined && !required) return undefined;
+  if (typeof f !== 'function') throw new TypeError(`${what}: ${label} must be a function`);
+  if (isAsyncFunction(f)) {
+    throw new TypeError(`${what}: ${label} is an async function; user-defined functions must be synchronous`);
+  }
+  return f as AnyFunction;
+}
+
+/** The user-defined functions of one database. */
+export class Functions {
+  readonly #native: NativeDatabase;
+  readonly #intMode: number;
+  readonly #defs: Definition[] = [];
+  /** Aggregate accumulators, by the native side's number for one group. */
+  readonly #accumulators = new Map<number, unknown>();
+
+  constructor(native: NativeDatabase, intMode: IntMode) {
+    this.#native = native;
+    this.#intMode = INT_MODES[intMode];
+  }
+
+  defineScalar(name: unknown, fn: unknown, options: FunctionOptions | undefined): void {
+    const n = checkName('function()', name);
+    const body = checkBody('function()', 'the function', fn, true)!;
+    const flags = flagsOf('function()', options, []);
+    const arity = options?.varargs === true ? -1 : body.length;
+    this.#register(n, arity, KIND_SCALAR, flags, { name: n, fn: body, start: null, step: undefined, result: undefined, inverse: undefined });
+  }
+
+  defineAggregate(name: unknown, options: AggregateOptions | undefined): void {
+    const n = checkName('aggregate()', name);
+    if (options === null || typeof options !== 'object') {
+      throw new TypeError('aggregate() takes the name and an object { start, step, result, inverse }');
+    }
+    const flags = flagsOf('aggregate()', options, ['start', 'step', 'result', 'inverse']);
+    const step = checkBody('aggregate()', 'step', options.step, true)!;
+    const result = checkBody('aggregate()', 'result', options.result, false);
+    const inverse = checkBody('aggregate()', 'inverse', options.inverse, false);
+    if (typeof options.start === 'function' && isAsyncFunction(options.start)) {
+      throw new TypeError('aggregate(): start is an async function; user-defined functions must be synchronous');
+    }
+    // The accumulator is step's first parameter; the rest are the SQL arguments.
+    const arity = options.varargs === true ? -1 : Math.max(0, step.length - 1);
+    const kind = inverse === undefined ? KIND_AGGREGATE : KIND_WINDOW;
+    this.#register(n, arity, kind, flags, { name: n, fn: undefined, start: options.start ?? null, step, result, inverse });
+  }
+
+  #register(name: string, arity: number, kind: number, flags: number, def: Definition): void {
+    const id = this.#defs.length;
+    this.#native.defineFunction(name, id, arity, kind, flags, this.#dispatch, this.#intMode);
+    this.#defs.push(def);
+  }
+
+  #start(def: Definition): unknown {
+    return typeof def.start === 'function' ? (def.start as AnyFunction)() : def.start;
+  }
+
+  #accumulator(def: Definition, state: number): unknown {
+    return this.#accumulators.has(state) ? this.#accumulators.get(state) : this.#start(def);
+  }
+
+  /** Every call of every function: `(op, id, state, args)`. A failure throws the marker the
+   * native side reads (`{ token, message }`); the error itself stays here under its token. */
+  readonly #dispatch = (op: number, id: number, state: number, args: unknown[]): unknown => {
+    const def = this.#defs[id]!;
+    try {
+      let out: unknown;
+      switch (op) {
+        case FUNCTION_OP_SCALAR:
+          out = def.fn!(...args);
+          break;
+        case FUNCTION_OP_STEP:
+        case FUNCTION_OP_INVERSE: {
+          const acc = this.#accumulator(def, state);
+          const next = (op === FUNCTION_OP_STEP ? def.step! : def.inverse!)(acc, ...args);
+          this.#check(def, next);
+          this.#accumulators.set(state, next === undefined ? acc : next);
+          return null;
+        }
+        case FUNCTION_OP_VALUE: {
+          const acc = this.#accumulator(def, state);
+          out = def.result === undefined ? acc : def.result(acc);
+          break;
+        }
+        case FUNCTION_OP_FINAL: {
+          const acc = state === 0 ? this.#start(def) : this.#accumulator(def, state);
+          this.#accumulators.delete(state);
+          out = def.result === undefined ? acc : def.result(acc);
+          break;
+        }
+        default:
+          throw new Error(`quietsqlite: unknown function call kind ${op} (a bug)`);
+      }
+      this.#check(def, out);
+      return out;
+    } catch (err) {
+      if (op === FUNCTION_OP_FINAL) this.#accumulators.delete(state);
+      throw { token: keepThrown(err), message: messageOf(err) };
+    }
+  };
+
+  /** A function that returned a promise was not synchronous: the statement fails (and the
+   * promise's own rejection, if any, is not left unhandled). */
+  #check(def: Definition, v: unknown): void {
+    if (!isThenable(v)) return;
+    try {
+      v.then(undefined, () => {});
+    } catch {
+      // a thenable whose then() throws: nothing to silence
+    }
+    throw new TypeError(
+      `function '${def.name}' returned a Promise; user-defined functions must be synchronous (no async, no await)`,
+    );
+  }
+}

@@ -1,0 +1,305 @@
+// User-defined functions (issue 9): db.function() and db.aggregate() on every connection,
+// called from readers, the writer, transactions and live queries; values per the Values
+// table; errors (thrown, unsupported results, promises); arity, deterministic, directOnly;
+// re-entrancy; cancellation and close while a statement is inside a function; a Worker
+// terminated while a native thread waits for its JavaScript.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Worker } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
+import { Database, SqliteError } from '../dist/index.mjs';
+import { exitIfStuck, scratch, settleWithin, sleep } from './fixtures/tx-helpers.mjs';
+
+const tmp = scratch('functions36');
+exitIfStuck();
+
+const COUNT_TO = (n) => `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ${n}) `;
+const FOREVER = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) ';
+
+async function fresh(options) {
+  const db = await tmp.open(undefined, options);
+  await db.execute('CREATE TABLE t(id INTEGER PRIMARY KEY, v)');
+  return db;
+}
+
+test('a scalar function works in select, execute, a transaction and a live query', async () => {
+  const db = await fresh({ readers: 2 });
+  db.function('twice', (x) => x * 2);
+  await db.execute('INSERT INTO t(v) VALUES (twice(?))', [21]);
+  assert.deepEqual(await db.select('SELECT twice(v) AS w FROM t'), [{ w: 84 }]);
+  await db.transaction(async (tx) => {
+    await tx.execute('INSERT INTO t(v) SELECT twice(v) FROM t');
+    assert.deepEqual(await tx.select('SELECT twice(count(*)) AS n FROM t'), [{ n: 4 }]);
+  });
+  const live = db.stream('SELECT twice(sum(v)) AS s FROM t');
+  const it = live[Symbol.asyncIterator]();
+  assert.deepEqual((await it.next()).value, [{ s: 252 }]);
+  await db.execute('INSERT INTO t(v) VALUES (1)');
+  assert.deepEqual((await it.next()).value, [{ s: 254 }]);
+  await it.return();
+});
+
+test('a function registered after open reaches every connection already open', async () => {
+  const db = await fresh({ readers: 3 });
+  // Every reader has run a query (its connection is open and in use) before the registration.
+  await Promise.all(Array.from({ length: 30 }, () => db.select('SELECT 1')));
+  await assert.rejects(db.select('SELECT late(1)'), /no such function: late/);
+  db.function('late', (x) => x + 1);
+  const results = await Promise.all(Array.from({ length: 60 }, (_, i) => db.selectOne('SELECT late(?) AS y', [i])));
+  assert.deepEqual(results.map((r) => r.y), Array.from({ length: 60 }, (_, i) => i + 1));
+  assert.deepEqual((await db.execute('SELECT late(1) AS y')).rows, [{ y: 2 }]);
+  // A later definition of the same name replaces the earlier one everywhere.
+  db.function('late', (x) => x + 100);
+  const again = await Promise.all(Array.from({ length: 30 }, () => db.selectOne('SELECT late(1) AS y')));
+  assert.ok(again.every((r) => r.y === 101));
+});
+
+test('arguments and results follow the Values table', async () => {
+  const db = await fresh();
+  const seen = [];
+  db.function('echo', (x) => {
+    seen.push(x);
+    return x;
+  });
+  const row = await db.selectOne(
+    "SELECT echo(1) AS i, echo(9007199254740993) AS big, echo(1.5) AS r, echo('é') AS s, echo(x'0102') AS b, echo(NULL) AS n",
+  );
+  assert.deepEqual(seen, [1, 9007199254740993n, 1.5, 'é', Buffer.from([1, 2]), null]);
+  assert.deepEqual(row, { i: 1, big: 9007199254740993n, r: 1.5, s: 'é', b: Buffer.from([1, 2]), n: null });
+  db.function('give', (what) =>
+    ({
+      bigint: 2n ** 60n,
+      true: true,
+      undefined: undefined,
+      f64: new Float64Array([1.5]),
+      u8: new Uint8Array([7, 8]),
+    })[what],
+  );
+  const out = await db.selectOne(
+    "SELECT give('bigint') AS a, give('true') AS b, give('undefined') AS c, give('f64') AS d, give('u8') AS e",
+  );
+  assert.deepEqual(out, {
+    a: 2n ** 60n,
+    b: 1,
+    c: null,
+    d: Buffer.from(new Float64Array([1.5]).buffer),
+    e: Buffer.from([7, 8]),
+  });
+});
+
+test("intMode 'bigint' gives every integer argument as a BigInt; 'number' refuses unsafe ones", async () => {
+  const big = await tmp.open(undefined, { intMode: 'bigint' });
+  const types = [];
+  big.function('kind', (x) => {
+    types.push(typeof x);
+    return 0;
+  });
+  await big.select('SELECT kind(1), kind(1.5)');
+  assert.deepEqual(types, ['bigint', 'number']);
+  const num = await tmp.open(undefined, { intMode: 'number' });
+  num.function('id', (x) => x);
+  assert.deepEqual(await num.selectOne('SELECT id(5) AS v'), { v: 5 });
+  await assert.rejects(num.select('SELECT id(9007199254740993)'), (e) => {
+    assert.ok(e instanceof RangeError, String(e));
+    assert.match(e.message, /argument 1 of function 'id'/);
+    assert.doesNotMatch(e.message, /9007199254740993/);
+    return true;
+  });
+});
+
+test('a function that throws fails the statement with that very error', async () => {
+  const db = await fresh();
+  class Custom extends TypeError {}
+  const thrown = new Custom('bad input');
+  db.function('boom', () => {
+    throw thrown;
+  });
+  const read = await db.select('SELECT boom()').then(
+    () => assert.fail('select must reject'),
+    (e) => e,
+  );
+  assert.equal(read, thrown);
+  const write = await db.execute('INSERT INTO t(v) VALUES (boom())').then(
+    () => assert.fail('execute must reject'),
+    (e) => e,
+  );
+  assert.equal(write, thrown);
+  assert.equal((await db.selectOne('SELECT count(*) AS n FROM t')).n, 0);
+  db.function('boom2', () => {
+    throw 'a string';
+  });
+  await assert.rejects(db.select('SELECT boom2()'), (e) => e === 'a string');
+  // Inside a transaction the body sees the error; the transaction rolls back.
+  await assert.rejects(
+    db.transaction(async (tx) => {
+      await tx.execute('INSERT INTO t(v) VALUES (1)');
+      await tx.execute('INSERT INTO t(v) VALUES (boom())');
+    }),
+    (e) => e === thrown,
+  );
+  assert.equal((await db.selectOne('SELECT count(*) AS n FROM t')).n, 0);
+});
+
+test('an unsupported result, a Promise or an async function is a TypeError', async () => {
+  const db = await fresh();
+  db.function('obj', () => ({}));
+  db.function('sym', () => Symbol('s'));
+  db.function('prom', () => Promise.resolve(1));
+  db.function('rejecting', () => Promise.reject(new Error('never seen')));
+  for (const name of ['obj', 'sym']) {
+    await assert.rejects(db.select(`SELECT ${name}()`), (e) => e instanceof TypeError && /unsupported type/.test(e.message));
+  }
+  for (const name of ['prom', 'rejecting']) {
+    await assert.rejects(db.select(`SELECT ${name}()`), (e) => e instanceof TypeError && /synchronous/.test(e.message));
+  }
+  assert.throws(() => db.function('a', async () => 1), /synchronous/);
+  assert.throws(() => db.function('a', 'not a function'), TypeError);
+  assert.throws(() => db.function('', () => 1), TypeError);
+  assert.throws(() => db.function('a', () => 1, { deterministc: true }), /did you mean 'deterministic'/);
+  assert.throws(() => db.function('x'.repeat(256), () => 1), TypeError);
+  assert.throws(() => db.aggregate('a', { start: 0 }), /step must be a function/);
+  // The database still works.
+  assert.deepEqual(await db.selectOne('SELECT 1 AS one'), { one: 1 });
+});
+
+test('fixed arity comes from the function; varargs takes any number', async () => {
+  const db = await fresh();
+  db.function('two', (a, b) => a + b);
+  db.function('many', (...xs) => xs.length, { varargs: true });
+  assert.deepEqual(await db.selectOne('SELECT two(1, 2) AS v'), { v: 3 });
+  await assert.rejects(db.select('SELECT two(1)'), (e) => e instanceof SqliteError && /wrong number of arguments/.test(e.message));
+  assert.deepEqual(await db.selectOne('SELECT many() AS a, many(1, 2, 3) AS b'), { a: 0, b: 3 });
+});
+
+test('deterministic functions may be used in indexes; others may not', async () => {
+  const db = await fresh();
+  db.function('loose', (x) => x);
+  db.function('strict', (x) => (typeof x === 'string' ? x.toLowerCase() : x), { deterministic: true });
+  await assert.rejects(db.execute('CREATE INDEX i1 ON t(loose(v))'), /non-deterministic/);
+  await db.execute('CREATE INDEX i2 ON t(strict(v))');
+  await db.execute("INSERT INTO t(v) VALUES ('ABC')");
+  assert.deepEqual(await db.select("SELECT v FROM t WHERE strict(v) = 'abc'"), [{ v: 'ABC' }]);
+});
+
+test('directOnly functions run in direct SQL, never from a view', async () => {
+  const db = await fresh();
+  db.function('direct', () => 1, { directOnly: true });
+  db.function('anywhere', () => 2);
+  await db.execute('CREATE VIEW v1 AS SELECT direct() AS d');
+  await db.execute('CREATE VIEW v2 AS SELECT anywhere() AS d');
+  assert.deepEqual(await db.selectOne('SELECT direct() AS d'), { d: 1 });
+  assert.deepEqual(await db.selectOne('SELECT d FROM v2'), { d: 2 });
+  await assert.rejects(db.select('SELECT d FROM v1'), /unsafe use of direct\(\)/);
+});
+
+test('a function may call the database (asynchronously) without deadlock', async () => {
+  const db = await fresh({ readers: 1 });
+  const inner = [];
+  db.function('peek', (x) => {
+    inner.push(db.selectOne('SELECT ? + 1 AS y', [x]));
+    inner.push(db.execute('INSERT INTO t(v) VALUES (?)', [x]));
+    return x;
+  });
+  assert.equal((await db.select(`${COUNT_TO(5)}SELECT peek(x) AS x FROM c`)).length, 5);
+  const done = await Promise.all(inner);
+  assert.deepEqual(done.filter((_, i) => i % 2 === 0), [1, 2, 3, 4, 5].map((x) => ({ y: x + 1 })));
+  assert.equal((await db.selectOne('SELECT count(*) AS n FROM t')).n, 5);
+});
+
+test('aggregates: start, step, result; empty groups; a throwing step', async () => {
+  const db = await fresh();
+  await db.executeBatch('INSERT INTO t(v) VALUES (?)', [[1], [2], [3], [4]]);
+  db.aggregate('total', { start: 0, step: (acc, x) => acc + x });
+  db.aggregate('collect', { start: () => [], step: (acc, x) => void acc.push(x), result: (acc) => acc.join(',') });
+  assert.deepEqual(await db.selectOne('SELECT total(v) AS s, collect(v) AS c FROM t'), { s: 10, c: '1,2,3,4' });
+  assert.deepEqual(await db.selectOne('SELECT total(v) AS s, collect(v) AS c FROM t WHERE v > 9'), { s: 0, c: '' });
+  assert.deepEqual(await db.select('SELECT v % 2 AS odd, collect(v) AS c FROM t GROUP BY odd ORDER BY odd'), [
+    { odd: 0, c: '2,4' },
+    { odd: 1, c: '1,3' },
+  ]);
+  // On the writer too, and a later start() call gives each group a fresh accumulator.
+  assert.deepEqual((await db.execute('SELECT collect(v) AS c FROM t')).rows, [{ c: '1,2,3,4' }]);
+  const thrown = new RangeError('step failed');
+  db.aggregate('fails', {
+    step: (acc, x) => {
+      throw thrown;
+    },
+  });
+  await assert.rejects(db.select('SELECT fails(v) FROM t'), (e) => e === thrown);
+  assert.throws(() => db.aggregate('w', { step: async () => 1 }), /synchronous/);
+});
+
+test('an aggregate with inverse is a window function', async () => {
+  const db = await fresh();
+  await db.executeBatch('INSERT INTO t(v) VALUES (?)', [[1], [2], [3], [4], [5]]);
+  db.aggregate('wsum', { start: 0, step: (acc, x) => acc + x, inverse: (acc, x) => acc - x });
+  const rows = await db.select('SELECT wsum(v) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s FROM t');
+  assert.deepEqual(rows.map((r) => r.s), [1, 3, 5, 7, 9]);
+  db.aggregate('plain', { start: 0, step: (acc, x) => acc + x });
+  await assert.rejects(
+    db.select('SELECT plain(v) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t'),
+    /may not be used as a window function/,
+  );
+});
+
+test('an abort interrupts a statement that keeps calling a function', async () => {
+  const db = await fresh();
+  let calls = 0;
+  db.function('tick', (x) => {
+    calls++;
+    return x;
+  });
+  const ac = new AbortController();
+  const running = db.select(`${FOREVER}SELECT count(tick(x)) FROM c`, [], { signal: ac.signal });
+  while (calls < 100) await sleep(5);
+  ac.abort();
+  const s = await settleWithin(running, 3000);
+  assert.equal(s.state, 'rejected');
+  assert.equal(s.reason.name, 'AbortError');
+  assert.deepEqual(await db.selectOne('SELECT tick(7) AS v'), { v: 7 });
+});
+
+test('close() waits for a statement inside functions; close({ force: true }) interrupts it', async () => {
+  const db = await fresh();
+  let calls = 0;
+  let closing;
+  db.function('slow', (x) => {
+    if (++calls === 50) closing = db.close();
+    return x;
+  });
+  const rows = await db.select(`${COUNT_TO(200)}SELECT slow(x) AS x FROM c`);
+  assert.equal(rows.length, 200, 'a plain close lets the running statement finish');
+  await closing;
+
+  const db2 = await fresh();
+  let forced;
+  let n = 0;
+  db2.function('spin', (x) => {
+    if (++n === 50) forced = db2.close({ force: true });
+    return x;
+  });
+  const s = await settleWithin(db2.select(`${FOREVER}SELECT count(spin(x)) FROM c`), 3000);
+  assert.equal(s.state, 'rejected');
+  assert.equal(s.reason.code, 'ERR_QUIETSQLITE_CLOSED');
+  assert.equal((await settleWithin(forced, 3000)).state, 'fulfilled');
+  assert.throws(() => db2.function('late', () => 1), { code: 'ERR_QUIETSQLITE_CLOSED' });
+});
+
+test('a Worker terminated while the writer waits for its function frees the writer', { timeout: 30_000 }, async () => {
+  const path = tmp.file('worker');
+  const worker = new Worker(fileURLToPath(new URL('./fixtures/udf-worker.mjs', import.meta.url)), {
+    workerData: { path },
+  });
+  await new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  await sleep(200);
+  await worker.terminate();
+  // The Worker's writer held a write transaction while it waited: it must have ended (not
+  // hung), or this write would wait out the busy timeout and fail with SQLITE_BUSY.
+  const db = await tmp.open(path, { busyTimeout: 5000 });
+  await db.execute('INSERT INTO t(v) VALUES (1)');
+  assert.deepEqual(await db.selectOne('SELECT count(*) AS n FROM t'), { n: 1 });
+});
