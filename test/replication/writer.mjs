@@ -7,10 +7,14 @@ import { Database } from '../../dist/index.mjs';
 
 const [path, durationMs, checkpoints] = process.argv.slice(2);
 const db = await Database.open(path, { checkpoints });
-await db.execute('CREATE TABLE IF NOT EXISTS log (seq INTEGER PRIMARY KEY, payload BLOB NOT NULL)');
-await db.execute('CREATE TABLE IF NOT EXISTS totals (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER, sum INTEGER)');
-await db.execute('INSERT OR IGNORE INTO totals VALUES (1, 0, 0)');
-await db.execute('CREATE TABLE IF NOT EXISTS items (tx INTEGER, k INTEGER, PRIMARY KEY (tx, k))');
+// One transaction: a restore taken between separate commits would find `log` without its
+// `totals` row.
+await db.transaction(async (tx) => {
+  await tx.execute('CREATE TABLE IF NOT EXISTS log (seq INTEGER PRIMARY KEY, payload BLOB NOT NULL)');
+  await tx.execute('CREATE TABLE IF NOT EXISTS totals (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER, sum INTEGER)');
+  await tx.execute('INSERT OR IGNORE INTO totals VALUES (1, 0, 0)');
+  await tx.execute('CREATE TABLE IF NOT EXISTS items (tx INTEGER, k INTEGER, PRIMARY KEY (tx, k))');
+});
 const start = ((await db.selectOne('SELECT n FROM totals')).n ?? 0) + 1;
 const until = Date.now() + Number(durationMs);
 const payload = Buffer.alloc(3000, 7);
