@@ -471,6 +471,11 @@ export class Database implements Executor, TransactionHost, StatementHost {
           throw fromNativeThrow(err);
         }
       });
+    } catch (err) {
+      return rejected(err);
+    }
+  }
+
   // ---- user-defined functions and extensions ----
 
   #functionsOf(): Functions {

@@ -123,8 +123,6 @@ export declare class NativeDatabase {
 /** `iterate()`'s rows per chunk when `chunkSize` is not given. */
 export declare const DEFAULT_CHUNK_ROWS: number
 
-/** The largest `chunkSize` `iterate()` takes. */
-export declare const MAX_CHUNK_ROWS: number
 export declare const FUNCTION_OP_FINAL: number
 
 export declare const FUNCTION_OP_INVERSE: number
@@ -138,6 +136,9 @@ export declare const FUNCTION_OP_SCALAR: number
 export declare const FUNCTION_OP_STEP: number
 
 export declare const FUNCTION_OP_VALUE: number
+
+/** The largest `chunkSize` `iterate()` takes. */
+export declare const MAX_CHUNK_ROWS: number
 
 /** The most parameters one statement takes: the JS layer refuses longer lists with it. */
 export declare const MAX_PARAMETERS: number
