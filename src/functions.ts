@@ -153,9 +153,20 @@ export class Functions {
     return this.#accumulators.has(state) ? this.#accumulators.get(state) : this.#start(def);
   }
 
+  /** What the native side calls. It reaches this object through a WeakRef only: the
+   * threadsafe function holds it strongly (a GC root), and a strong path from there to the
+   * database (or to user functions that close over it) would keep an unclosed database, its
+   * threads and its file locks alive forever. */
+  readonly #dispatch = ((weak: WeakRef<Functions>) =>
+    (op: number, id: number, state: number, args: unknown[]): unknown => {
+      const self = weak.deref();
+      if (self === undefined) throw new Error('the database of this function was garbage-collected');
+      return self.#call(op, id, state, args);
+    })(new WeakRef(this));
+
   /** Every call of every function: `(op, id, state, args)`. A failure throws the marker the
    * native side reads (`{ token, message }`); the error itself stays here under its token. */
-  readonly #dispatch = (op: number, id: number, state: number, args: unknown[]): unknown => {
+  #call(op: number, id: number, state: number, args: unknown[]): unknown {
     const def = this.#defs[id]!;
     try {
       let out: unknown;
@@ -191,7 +202,8 @@ export class Functions {
       if (op === FUNCTION_OP_FINAL) this.#accumulators.delete(state);
       throw { token: keepThrown(err), message: messageOf(err) };
     }
-  };
+  }
+
 
   /** A function that returned a promise was not synchronous: the statement fails (and the
    * promise's own rejection, if any, is not left unhandled). */

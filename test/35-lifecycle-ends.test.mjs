@@ -98,3 +98,12 @@ test('databases dropped without close() are collected: threads and files return 
   assert.ok(after.threads <= baseline.threads + 8, `threads: ${JSON.stringify({ baseline, peak, after })}`);
   assert.ok(after.fds <= baseline.fds + 8, `fds: ${JSON.stringify({ baseline, peak, after })}`);
 });
+
+test('a database with a user-defined function, dropped without close(), is collected too', { timeout: 60_000 }, async () => {
+  const { stdout } = await run(process.execPath, ['--expose-gc', CHILD, 'dropped-udf'], { timeout: 55_000 });
+  const { baseline, peak, after } = JSON.parse(stdout);
+  // 20 databases of 2 threads each were open at the peak.
+  assert.ok(peak.threads >= baseline.threads + 30, `peak ${JSON.stringify(peak)} vs ${JSON.stringify(baseline)}`);
+  assert.ok(after.threads <= baseline.threads + 8, `threads: ${JSON.stringify({ baseline, peak, after })}`);
+  assert.ok(after.fds <= baseline.fds + 8, `fds: ${JSON.stringify({ baseline, peak, after })}`);
+});
