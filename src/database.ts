@@ -417,6 +417,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
       const signals = o.signal === undefined ? [internal.signal] : [o.signal, internal.signal];
       const onProgress = o.onProgress;
       const progressId = onProgress === undefined ? undefined : this.#requests.id();
+      // The first exception of onProgress; the final report comes after the copy finished,
+      // when aborting no longer stops anything, so the outcome carries it instead.
+      let thrown: { err: unknown } | undefined;
       if (progressId !== undefined && onProgress !== undefined) {
         this.#requests.subscribers.set(progressId, {
           emit: (payload) => {
@@ -425,6 +428,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
             try {
               onProgress({ remaining, total });
             } catch (err) {
+              thrown ??= { err };
               internal.abort(err);
             }
           },
@@ -449,7 +453,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
       const forget = (): void => {
         this.#requests.subscribers.delete(progressId);
       };
-      return done.finally(forget);
+      return done.finally(forget).then(() => {
+        if (thrown !== undefined) throw thrown.err;
+      });
     } catch (err) {
       return rejected(err);
     }

@@ -107,6 +107,14 @@ test('onProgress is called on the JavaScript thread, throttled, and its exceptio
   assert.equal(err, boom);
   assert.equal(existsSync(join(dir, 'p2.db')), false);
   assert.deepStrictEqual(readdirSync(dir).filter((f) => f.includes('quietsqlite-backup')), []);
+
+  // Thrown from the final report (remaining 0), which comes once the copy is complete: the
+  // file is in place, and the promise still rejects with the exception.
+  const late = new Error('thrown at the end');
+  await rejectsAsync(
+    () => db.backup(join(dir, 'p3.db'), { onProgress: ({ remaining }) => { if (remaining === 0) throw late; } }),
+    (e) => e === late,
+  );
 });
 
 test('a signal stops a backup cleanly: nothing at destPath, an existing file untouched', async (t) => {

@@ -105,7 +105,11 @@ test('the main tarball holds dist, types, LICENSE, README and the docs it links 
     assert.ok(files.includes(f), `${f} is packed`);
   }
   for (const f of files) {
-    assert.match(f, /^(package\.json|LICENSE|README\.md|dist\/[^/]+\.(js|mjs|d\.ts)|native\/binding\.d\.ts|docs\/.+\.md|examples\/quickstart\.mjs)$/, `${f} does not belong in the package`);
+    assert.match(
+      f,
+      /^(package\.json|LICENSE|README\.md|dist\/[^/]+\.(js|mjs|d\.ts)|dist\/(kysely|drizzle)\/[^/]+\.(js|d\.ts)|dist\/esm\/package\.json|dist\/esm\/(kysely|drizzle)\/[^/]+\.js|native\/binding\.d\.ts|docs\/.+\.md|examples\/quickstart\.mjs)$/,
+      `${f} does not belong in the package`,
+    );
   }
   // Every relative link of the README resolves inside the package, except the benchmark
   // material, which stays in the repository (docs/decisions.md, "What the npm package carries").
@@ -164,6 +168,43 @@ console.log(JSON.stringify({ rows, typed }));
   const r = runIn(project, process.execPath, ['esm.mjs']);
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(JSON.parse(r.stdout), { rows: [{ a: 'from esm' }], typed: true });
+});
+
+test('the Kysely and Drizzle adapters load from the installed package, as ESM and as CommonJS', () => {
+  // The user installs the query builders; these are this repository's copies (no registry).
+  for (const dep of ['kysely', 'drizzle-orm']) {
+    cpSync(join(root, 'node_modules', dep), join(project, 'node_modules', dep), { recursive: true, dereference: true });
+  }
+  writeFileSync(join(project, 'adapters.mjs'), `
+import { Database } from 'quietsqlite';
+import { QuietsqliteDialect } from 'quietsqlite/kysely';
+import { drizzle } from 'quietsqlite/drizzle';
+import { Kysely } from 'kysely';
+import { sql } from 'drizzle-orm';
+const db = await Database.open(':memory:');
+await db.execute('CREATE TABLE t(a TEXT)');
+const k = new Kysely({ dialect: new QuietsqliteDialect({ database: db }) });
+await k.insertInto('t').values({ a: 'kysely' }).execute();
+const d = drizzle(db);
+await d.run(sql\`INSERT INTO t VALUES ('drizzle')\`);
+const rows = await k.selectFrom('t').select('a').orderBy('a').execute();
+const all = await d.all(sql\`SELECT a FROM t ORDER BY a\`);
+await db.close();
+console.log(JSON.stringify({ rows, all }));
+`);
+  const r = runIn(project, process.execPath, ['adapters.mjs']);
+  assert.equal(r.status, 0, r.stderr);
+  const both = [{ a: 'drizzle' }, { a: 'kysely' }];
+  assert.deepEqual(JSON.parse(r.stdout), { rows: both, all: both });
+  writeFileSync(join(project, 'adapters.cjs'), `
+const { QuietsqliteDialect } = require('quietsqlite/kysely');
+const { drizzle } = require('quietsqlite/drizzle');
+const { migrate } = require('quietsqlite/drizzle/migrator');
+console.log(JSON.stringify([typeof QuietsqliteDialect, typeof drizzle, typeof migrate]));
+`);
+  const c = runIn(project, process.execPath, ['adapters.cjs']);
+  assert.equal(c.status, 0, c.stderr);
+  assert.deepEqual(JSON.parse(c.stdout), ['function', 'function', 'function']);
 });
 
 test('CommonJS: require the installed package', () => {

@@ -65,7 +65,7 @@ function requireAsync(ctx) {
 }
 
 export const KINDS = {
-  // Suite 11: a scalar user-defined function called once per row.
+  // Suite 12: a scalar user-defined function called once per row.
   udf: {
     prepare(ctx) {
       if (typeof ctx.conn.fn !== 'function') throw new NotAvailable('no user-defined functions');

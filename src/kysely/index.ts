@@ -198,14 +198,16 @@ class QuietsqliteConnection implements DatabaseConnection {
   }
 
   /** Streams a SELECT in chunks of `chunkSize` rows through `db.iterate` (one reader held
-   * while the stream is open; leaving the loop early releases it). Inside a transaction the
+   * while the stream is open; leaving the loop early releases it). Kysely's `chunkSize` only
+   * groups the rows handed out: the iterator's own chunks (its default size) carry them, so
+   * any chunkSize Kysely accepts works. Inside a transaction the
    * rows come from the writer (they must see the transaction's writes), read in one piece. */
   async *streamQuery<R>(compiled: CompiledQuery, chunkSize = 100): AsyncIterableIterator<QueryResult<R>> {
     if (!isRead(compiled)) throw new TypeError('streamQuery() streams SELECT queries only');
     if (!Number.isSafeInteger(chunkSize) || chunkSize < 1) throw new RangeError('chunkSize must be a positive integer');
     const { sql, parameters } = compiled;
     const rows: AsyncIterable<R> | R[] =
-      this.#tx !== undefined ? await this.#tx.select<R>(sql, parameters) : this.#db.iterate<R>(sql, parameters, { chunkSize });
+      this.#tx !== undefined ? await this.#tx.select<R>(sql, parameters) : this.#db.iterate<R>(sql, parameters);
     let chunk: R[] = [];
     for await (const row of rows) {
       chunk.push(row);

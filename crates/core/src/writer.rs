@@ -172,7 +172,15 @@ impl Writer {
                         Start::Stopped => self.refuse_for_stop(job),
                         Start::Run(running) => {
                             let result = catch_unwind(AssertUnwindSafe(|| {
-                                self.reopen.1.catalog.sync(&self.conn)?;
+                                // Only statements that can call a function need the catalog; a
+                                // failure to apply it must never keep a COMMIT or ROLLBACK from
+                                // ending its transaction (that would hold the writer forever).
+                                if matches!(
+                                    job.kind,
+                                    WriteKind::Execute { .. } | WriteKind::Read { .. } | WriteKind::Batch { .. }
+                                ) {
+                                    self.reopen.1.catalog.sync(&self.conn)?;
+                                }
                                 self.handle(job)
                             }))
                                 .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
