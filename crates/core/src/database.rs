@@ -270,6 +270,7 @@ impl Database {
     pub fn iterate(&self, job: IterateJob) -> Result<()> {
         self.check_open()?;
         let id = job.id;
+        let _submitting = self.iterators.submitting();
         let queued = crate::iterate::queue(job, &self.iterators, self.reader_count, &self.cancellation)?;
         let ticket = queued.ticket.clone();
         self.readers.send(ReaderMsg::Iterate(Box::new(queued))).map_err(|_| {
@@ -286,9 +287,12 @@ impl Database {
         let ticket = job.cancellable.then(|| self.cancellation.register(job.id));
         let id = job.id;
         let stops = crate::backup::Stops { ticket: ticket.clone(), cancellation: self.cancellation.clone() };
-        let key = crate::backup::current_key(&self.key);
+        let slot = self.key.clone();
         let sink = self.sink.clone();
-        let task: reader::ReaderTask = Box::new(move |conn| crate::backup::run(conn, job, key, stops, &*sink));
+        // The key is read when the backup runs, not when it is asked for: a rekey() between
+        // the two has changed the file (readers reopen before they take later tasks).
+        let task: reader::ReaderTask =
+            Box::new(move |conn| crate::backup::run(conn, job, crate::backup::current_key(&slot), stops, &*sink));
         self.readers.send(ReaderMsg::Task(task)).map_err(|_| {
             if let Some(t) = &ticket {
                 self.cancellation.unregister(id, t);
@@ -381,14 +385,15 @@ impl Database {
     /// writer is waited for). `id` completes once every thread has closed its connection.
     pub fn close(&self, id: RequestId) {
         self.closed.store(true, Ordering::Release);
-        // No backup can start any more: the key goes (a running one holds its own copy).
-        *self.key.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.live.stop();
         // Readers held by iterators come back to their queue (and take their Stop there).
         self.iterators.end_all(Error::Closed("the database was closed while this iterator was open".into()));
         let sink = self.sink.clone();
         let location = self.location.clone();
+        let key = self.key.clone();
         let countdown = Countdown::new(1 + self.reader_count, move || {
+            // Every thread is done, backups queued before close() included: the key goes.
+            *key.lock().unwrap_or_else(|p| p.into_inner()) = None;
             location.remove_temporary();
             sink.complete(Completion { id, result: Ok(Output::Done) });
         });

@@ -49,9 +49,24 @@ struct Entry {
 #[derive(Default)]
 pub struct Iterators {
     open: Mutex<HashMap<RequestId, Entry>>,
+    /// Orders new iterators against a rekey: an iterator is registered and queued under the
+    /// read side; the rekey ends the open ones and queues its gate messages under the write
+    /// side. So a new iterator is either ended by the rekey or queued behind every gate
+    /// message, never ahead of one (a reader serving it would never park: a deadlock).
+    submit: std::sync::RwLock<()>,
 }
 
 impl Iterators {
+    /// Held while an iterator is registered and sent to the readers.
+    pub(crate) fn submitting(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.submit.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Held by a rekey while it ends the open iterators and queues its gate messages.
+    pub(crate) fn pausing(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.submit.write().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Entry>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -393,6 +393,7 @@ impl Writer {
         let gate = Arc::new(RekeyGate::new(close_first));
         // A reader held by an iterator would never take its gate message: the iterators end
         // (their read transactions could not survive the reopen anyway).
+        let pausing = self.iterators.pausing();
         self.iterators.end_all(Error::Sqlite {
             code: rusqlite::ffi::SQLITE_ABORT,
             message: "rekey() ended this iterator: the readers reopen with the new key".into(),
@@ -403,6 +404,7 @@ impl Writer {
                 return Err(crate::error::closed_by_force());
             }
         }
+        drop(pausing);
         gate.wait_parked(self.reader_count);
         let outcome = match gate.take_failure() {
             // A reader could not step aside: the file is left as it is.
@@ -419,11 +421,14 @@ impl Writer {
             (Err(_), true) => Some(self.reopen.clone()),
             (Err(_), false) => None,
         };
+        // Backups read the slot when they run, on a reader: set it before the readers go on.
+        if outcome.is_ok() {
+            if let Some(slot) = &self.key_slot {
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = key.clone();
+            }
+        }
         let reader_failure = gate.release(reopen, self.reader_count);
         outcome?;
-        if let Some(slot) = &self.key_slot {
-            *slot.lock().unwrap_or_else(|p| p.into_inner()) = key.clone();
-        }
         self.encrypted = key.is_some();
         if let Some(k) = &key {
             self.cipher = k.cipher;
