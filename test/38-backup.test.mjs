@@ -266,6 +266,31 @@ test('after rekey, a backup uses the new key; after rekey(null), it is plaintext
   await r2.close();
 });
 
+test('a backup asked for right after rekey(), without waiting, uses the key the file has when it runs', async (t) => {
+  const dir = await tempDir(t);
+  const db = await Database.open(join(dir, 'q.db'), { readers: 2 });
+  t.after(() => db.close());
+  await fill(db, 100);
+  // Plaintext -> encrypted, both requests issued in the same tick: the backup runs after the
+  // readers reopened with the key, and its copy must be encrypted with that key.
+  await Promise.all([db.rekey('the key now'), db.backup(join(dir, 'q1.db'))]);
+  assert.notEqual(readFileSync(join(dir, 'q1.db')).subarray(0, 15).toString('latin1'), 'SQLite format 3');
+  const q1 = await Database.open(join(dir, 'q1.db'), { encryptionKey: 'the key now', readers: 1 });
+  assert.equal((await q1.selectOne('SELECT count(*) AS n FROM t')).n, 100);
+  await q1.close();
+});
+
+test('a backup asked for just before close() still runs with the key', async (t) => {
+  const dir = await tempDir(t);
+  const db = await Database.open(join(dir, 'c.db'), { encryptionKey: KEY, readers: 1 });
+  await fill(db, 100);
+  const backup = db.backup(join(dir, 'c1.db'));
+  await Promise.all([backup, db.close()]);
+  const c1 = await Database.open(join(dir, 'c1.db'), { encryptionKey: KEY, readers: 1 });
+  t.after(() => c1.close());
+  assert.equal((await c1.selectOne('SELECT count(*) AS n FROM t')).n, 100);
+});
+
 test('serialize and deserialize round-trip; the copy is a working, separate database', async (t) => {
   const dir = await tempDir(t);
   const db = await Database.open(join(dir, 'ser.db'), { readers: 2 });
