@@ -112,10 +112,11 @@ test('the main tarball holds dist, types, LICENSE, README and the docs it links 
     );
   }
   // Every relative link of the README resolves inside the package, except the benchmark
-  // material, which stays in the repository (docs/decisions.md, "What the npm package carries").
+  // material and images, which stay in the repository (docs/decisions.md, "What the npm
+  // package carries").
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
   for (const [, target] of readme.matchAll(/\]\(([^)#\s]+)[^)]*\)/g)) {
-    if (/^[a-z]+:/.test(target) || target.startsWith('bench/')) continue;
+    if (/^[a-z]+:/.test(target) || target.startsWith('bench/') || target.startsWith('docs/images/')) continue;
     const t = target.replace(/\/$/, '');
     assert.ok(files.some((f) => f === t || f.startsWith(`${t}/`)), `README links ${target}, which is packed`);
   }
