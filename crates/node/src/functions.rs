@@ -8,7 +8,7 @@
 //! without an env); and a waiting thread looks at the `closed` flag at least every
 //! `RECHECK`, so a call whose answer can no longer come (env torn down) ends too.
 
-use crate::sink::check;
+use crate::sink::{check, threadsafe_function};
 use crate::values::{self, NapiResult, ParamError};
 use napi::sys;
 use quietsqlite_core::functions::{Call, Invoke, Op};
@@ -77,8 +77,6 @@ impl Caller {
     /// # Safety
     /// On the JS thread, with the env of the current call and a function value of it.
     pub unsafe fn new(env: sys::napi_env, dispatcher: sys::napi_value, int_mode: u32) -> NapiResult<Arc<Caller>> {
-        let mut name = ptr::null_mut();
-        check(sys::napi_create_string_utf8(env, c"quietsqlite-function".as_ptr(), 20, &mut name))?;
         let int_mode = match int_mode {
             1 => IntMode::Number,
             2 => IntMode::BigInt,
@@ -90,30 +88,11 @@ impl Caller {
             closed: AtomicBool::new(false),
             int_mode,
         });
-        let context = Arc::into_raw(caller.clone()) as *mut c_void;
-        let mut tsfn = ptr::null_mut();
-        let status = sys::napi_create_threadsafe_function(
-            env,
-            dispatcher,
-            ptr::null_mut(),
-            name,
-            0,
-            1,
-            context,
-            Some(finalize_tsfn),
-            context,
-            Some(call_js),
-            &mut tsfn,
-        );
-        if status != sys::Status::napi_ok {
-            drop(Arc::from_raw(context as *const Caller));
-            return Err(status);
-        }
+        let tsfn = threadsafe_function(env, dispatcher, c"quietsqlite-function", &caller, finalize_tsfn, call_js)?;
         // SAFETY: no other thread has the caller yet (it reaches the catalog only after this
         // returns), and Node calls call_js only from the event loop, after this call.
         let raw = Arc::as_ptr(&caller) as *mut Caller;
         (*raw).tsfn = tsfn;
-        check(sys::napi_unref_threadsafe_function(env, tsfn))?;
         Ok(caller)
     }
 

@@ -30,37 +30,16 @@ impl NodeSink {
     /// Creates the threadsafe function around `callback(batch)`; starts unref'd so an idle
     /// database never keeps the process alive.
     pub unsafe fn new(env: sys::napi_env, callback: sys::napi_value) -> NapiResult<Arc<NodeSink>> {
-        let mut name = ptr::null_mut();
-        check(sys::napi_create_string_utf8(env, c"quietsqlite".as_ptr(), 11, &mut name))?;
         // Two-phase init: the tsfn needs the sink's address as context, the sink the tsfn.
         let sink = Arc::new(NodeSink {
             queue: Mutex::new(Queue { items: Vec::new(), released: false }),
             tsfn: ptr::null_mut(),
         });
-        let context = Arc::into_raw(sink.clone()) as *mut c_void;
-        let mut tsfn = ptr::null_mut();
-        let status = sys::napi_create_threadsafe_function(
-            env,
-            callback,
-            ptr::null_mut(),
-            name,
-            0,
-            1,
-            context,
-            Some(finalize_tsfn),
-            context,
-            Some(call_js),
-            &mut tsfn,
-        );
-        if status != sys::Status::napi_ok {
-            drop(Arc::from_raw(context as *const NodeSink));
-            return Err(status);
-        }
+        let tsfn = threadsafe_function(env, callback, c"quietsqlite", &sink, finalize_tsfn, call_js)?;
         // SAFETY: nobody else can observe the sink yet (no thread has it, and Node calls
         // call_js only after this function returns to the JS thread's event loop).
         let raw = Arc::as_ptr(&sink) as *mut NodeSink;
         (*raw).tsfn = tsfn;
-        check(sys::napi_unref_threadsafe_function(env, tsfn))?;
         Ok(sink)
     }
 
@@ -123,6 +102,47 @@ impl CompletionSink for NodeSink {
             }
         }
     }
+}
+
+/// Creates an unref'd threadsafe function (it never keeps the process alive by itself) that
+/// calls `js_fn` through `call_js`. Its context, given to `call_js` and `finalize`, is one
+/// strong count of `owner` made by `Arc::into_raw`, which `finalize` gives back.
+///
+/// # Safety
+/// On the JS thread, with the env of the current call and a function value of it; `call_js`
+/// and `finalize` treat their context as a `*const T` from `Arc::into_raw`.
+pub unsafe fn threadsafe_function<T>(
+    env: sys::napi_env,
+    js_fn: sys::napi_value,
+    name: &std::ffi::CStr,
+    owner: &Arc<T>,
+    finalize: unsafe extern "C" fn(sys::napi_env, *mut c_void, *mut c_void),
+    call_js: unsafe extern "C" fn(sys::napi_env, sys::napi_value, *mut c_void, *mut c_void),
+) -> NapiResult<sys::napi_threadsafe_function> {
+    let mut js_name = ptr::null_mut();
+    check(sys::napi_create_string_utf8(env, name.as_ptr(), name.to_bytes().len() as isize, &mut js_name))?;
+    let context = Arc::into_raw(owner.clone()) as *mut c_void;
+    let mut tsfn = ptr::null_mut();
+    let status = sys::napi_create_threadsafe_function(
+        env,
+        js_fn,
+        ptr::null_mut(),
+        js_name,
+        0,
+        1,
+        context,
+        Some(finalize),
+        context,
+        Some(call_js),
+        &mut tsfn,
+    );
+    if status != sys::Status::napi_ok {
+        // Never created: nothing will call finalize, so the count comes back here.
+        drop(Arc::from_raw(context as *const T));
+        return Err(status);
+    }
+    check(sys::napi_unref_threadsafe_function(env, tsfn))?;
+    Ok(tsfn)
 }
 
 pub fn check(status: sys::napi_status) -> NapiResult<()> {
