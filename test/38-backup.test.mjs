@@ -271,13 +271,21 @@ test('a backup asked for right after rekey(), without waiting, uses the key the 
   const db = await Database.open(join(dir, 'q.db'), { readers: 2 });
   t.after(() => db.close());
   await fill(db, 100);
-  // Plaintext -> encrypted, both requests issued in the same tick: the backup runs after the
-  // readers reopened with the key, and its copy must be encrypted with that key.
-  await Promise.all([db.rekey('the key now'), db.backup(join(dir, 'q1.db'))]);
-  assert.notEqual(readFileSync(join(dir, 'q1.db')).subarray(0, 15).toString('latin1'), 'SQLite format 3');
-  const q1 = await Database.open(join(dir, 'q1.db'), { encryptionKey: 'the key now', readers: 1 });
-  assert.equal((await q1.selectOne('SELECT count(*) AS n FROM t')).n, 100);
-  await q1.close();
+  // Plaintext -> encrypted, both requests issued in the same tick, on different threads: the
+  // backup may copy the file before the rekey (a plaintext copy) or after the readers
+  // reopened with the key (a copy encrypted with it), but never mix the two (before the fix it
+  // failed: "incompatible source and target databases").
+  for (let i = 0; i < 6; i++) {
+    const key = `the key now ${i}`;
+    const dest = join(dir, `q${i}.db`);
+    await Promise.all([db.rekey(i % 2 === 0 ? key : null), db.backup(dest)]);
+    const plain = readFileSync(dest).subarray(0, 15).toString('latin1') === 'SQLite format 3';
+    // Encrypted: with the key the file had when the copy was made (this rekey's, or the last).
+    const made = i % 2 === 0 ? key : `the key now ${i - 1}`;
+    const copy = await Database.open(dest, plain ? { readers: 1 } : { encryptionKey: made, readers: 1 });
+    assert.equal((await copy.selectOne('SELECT count(*) AS n FROM t')).n, 100);
+    await copy.close();
+  }
 });
 
 test('a backup asked for just before close() still runs with the key', async (t) => {

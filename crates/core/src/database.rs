@@ -31,6 +31,8 @@ pub struct Database {
     iterators: Arc<Iterators>,
     /// Readers running something now (diagnostics).
     busy: Arc<AtomicUsize>,
+    /// Writes the writer set aside behind a transaction (diagnostics).
+    deferred_writes: Arc<AtomicUsize>,
     /// The key the file is encrypted with now (for backups; see backup.rs).
     key: crate::backup::KeySlot,
     catalog: Arc<crate::functions::Catalog>,
@@ -101,6 +103,8 @@ impl Database {
         let thread_iterators = iterators.clone();
         let busy = Arc::new(AtomicUsize::new(0));
         let thread_busy = busy.clone();
+        let deferred_writes = Arc::new(AtomicUsize::new(0));
+        let thread_deferred = deferred_writes.clone();
         let catalog = opts.catalog.clone();
         let location = Location::resolve(&opts.path)?;
         location.check_shareable()?;
@@ -157,7 +161,7 @@ impl Database {
                             reopen,
                             thread_iterators,
                         )
-                        .map(|w| w.with_key_slot(thread_key))
+                        .map(|w| w.with_key_slot(thread_key).with_deferred_gauge(thread_deferred))
                     }
                     Err(e) => Err(e),
                 };
@@ -198,6 +202,7 @@ impl Database {
             cancellation,
             iterators,
             busy,
+            deferred_writes,
             key,
             catalog,
         })
@@ -326,7 +331,8 @@ impl Database {
             readers: self.reader_count as u32,
             readers_busy: self.busy.load(Ordering::Acquire) as u32,
             queued_reads: self.readers.len() as u32,
-            queued_writes: self.writer.len() as u32,
+            // Waiting in the channel, or set aside by the writer behind a transaction.
+            queued_writes: (self.writer.len() + self.deferred_writes.load(Ordering::Acquire)) as u32,
             live_groups: groups as u32,
             live_subscribers: subscribers as u32,
             live_reruns: reruns,

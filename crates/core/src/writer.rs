@@ -95,6 +95,8 @@ pub(crate) struct Writer {
     held_by: Option<TxId>,
     watch: Arc<Watch>,
     deferred: VecDeque<WriterMsg>,
+    /// `deferred.len()` for `diagnostics().queuedWrites` (read on the JS thread).
+    deferred_gauge: Arc<std::sync::atomic::AtomicUsize>,
     schema_version: i64,
     /// The writer's `PRAGMA data_version`: it moves only when another connection commits.
     data_version: Option<i64>,
@@ -145,6 +147,7 @@ impl Writer {
             held_by: None,
             watch,
             deferred: VecDeque::new(),
+            deferred_gauge: Default::default(),
             schema_version,
             data_version: Some(data_version),
             external_checkpoints,
@@ -159,6 +162,16 @@ impl Writer {
     pub(crate) fn with_key_slot(mut self, slot: crate::backup::KeySlot) -> Self {
         self.key_slot = Some(slot);
         self
+    }
+
+    /// Where the number of requests set aside behind a transaction is published.
+    pub(crate) fn with_deferred_gauge(mut self, gauge: Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        self.deferred_gauge = gauge;
+        self
+    }
+
+    fn publish_deferred(&self) {
+        self.deferred_gauge.store(self.deferred.len(), std::sync::atomic::Ordering::Release);
     }
 
     pub fn run(mut self, queue: Receiver<WriterMsg>) {
@@ -195,6 +208,7 @@ impl Writer {
                 WriterMsg::Stop(countdown) | WriterMsg::Abandon(countdown) => {
                     self.held_by = None;
                     self.deferred.clear();
+                    self.publish_deferred();
                     if !self.conn.is_autocommit() {
                         let _ = self.conn.execute_batch("ROLLBACK");
                     }
@@ -218,7 +232,9 @@ impl Writer {
         if let Some(tx) = self.held_by {
             let mine = |m: &WriterMsg| matches!(m, WriterMsg::Job(j, _) if j.tx == Some(tx));
             if let Some(pos) = self.deferred.iter().position(mine) {
-                return self.deferred.remove(pos);
+                let m = self.deferred.remove(pos);
+                self.publish_deferred();
+                return m;
             }
             loop {
                 let m = queue.recv().ok()?;
@@ -226,9 +242,11 @@ impl Writer {
                     return Some(m);
                 }
                 self.deferred.push_back(m);
+                self.publish_deferred();
             }
         }
         if let Some(m) = self.deferred.pop_front() {
+            self.publish_deferred();
             return Some(m);
         }
         match queue.try_recv() {
