@@ -117,6 +117,10 @@ export class Database implements Executor, TransactionHost, StatementHost {
   readonly #readonlyDb: boolean;
   /** User-defined functions (made at the first registration). */
   #functions: Functions | undefined;
+  /** Opened with `inlineReads` (the addon keeps the budget). */
+  readonly #inline: boolean;
+  /** A rekey() is under way: no inline read until it settled (the file changes key). */
+  #inlineHeld = 0;
   #closing: Promise<void> | undefined;
   #forceClosing = false;
   #nextTx = 1;
@@ -135,8 +139,10 @@ export class Database implements Executor, TransactionHost, StatementHost {
     cipher: Cipher,
     encrypted: boolean,
     readonlyDb: boolean,
+    inline: boolean,
   ) {
     this.#path = path;
+    this.#inline = inline;
     this.#readonlyDb = readonlyDb;
     this.#cipher = cipher;
     this.#encrypted = encrypted;
@@ -195,6 +201,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
             rawKey: o.encryption?.raw,
             cipher: o.encryption === undefined ? undefined : o.cipher,
             extensions: o.extensions,
+            inlineBudgetUs: o.inlineBudgetUs,
           },
           requests.onComplete,
           id,
@@ -214,7 +221,16 @@ export class Database implements Executor, TransactionHost, StatementHost {
     });
     const temporary = native!.temporaryPath();
     if (temporary != null) removeAtExit(temporary);
-    return new Database(path, native!, requests, o.timeoutMs, o.cipher, o.encryption !== undefined, o.readonly);
+    return new Database(
+      path,
+      native!,
+      requests,
+      o.timeoutMs,
+      o.cipher,
+      o.encryption !== undefined,
+      o.readonly,
+      o.inlineBudgetUs !== undefined,
+    );
   }
 
   /** The path the database was opened with. */
@@ -255,6 +271,17 @@ export class Database implements Executor, TransactionHost, StatementHost {
       checkParams(params);
       const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
       const stop = stopOf(o, NO_SIGNALS);
+      if (this.#inline && format !== 3 && this.#inlineHeld === 0 && !stop?.signals.some((s) => s.aborted)) {
+        // Bounded inline read (docs/experiments/022-inline-reads.md): null when it was not
+        // eligible, went over budget or failed; then a reader runs it as usual.
+        let out: unknown;
+        try {
+          out = this.#native.readInline(ref, params, format);
+        } catch (err) {
+          throw fromNativeThrow(err);
+        }
+        if (out !== null) return Promise.resolve(this.#requests.convert(FORMATS[format], o.rowMode, out));
+      }
       return this.#requests.start(
         FORMATS[format],
         o.rowMode,
@@ -346,6 +373,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
         cacheBytes: d.cacheBytes,
         statementBytes: d.statementBytes,
         schemaBytes: d.schemaBytes,
+        inlineReads: d.inlineReads,
+        inlineFallbacks: d.inlineFallbacks,
         liveQueries: d.liveQueries,
       }));
   }
@@ -387,11 +416,22 @@ export class Database implements Executor, TransactionHost, StatementHost {
       }
       key = newKey === null ? undefined : checkKey('the new key', newKey);
       const k = key;
-      return this.#write<void>(Kind.Done, 'object', (id) => this.#native.rekey(id, k?.bytes ?? null, k?.raw ?? false, this.#cipher)).then(
-        () => {
+      // The addon closes the inline connection; none reopens before the rekey settled.
+      this.#inlineHeld++;
+      let sent: Promise<void>;
+      try {
+        sent = this.#write<void>(Kind.Done, 'object', (id) => this.#native.rekey(id, k?.bytes ?? null, k?.raw ?? false, this.#cipher));
+      } catch (err) {
+        this.#inlineHeld--;
+        throw err;
+      }
+      return sent
+        .then(() => {
           this.#encrypted = k !== undefined;
-        },
-      );
+        })
+        .finally(() => {
+          this.#inlineHeld--;
+        });
     } catch (err) {
       return rejected(err);
     } finally {

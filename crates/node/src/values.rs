@@ -401,6 +401,8 @@ unsafe fn diagnostics_to_js(env: sys::napi_env, d: &quietsqlite_core::Diagnostic
         (c"cacheBytes", d.cache_bytes as f64),
         (c"statementBytes", d.statement_bytes as f64),
         (c"schemaBytes", d.schema_bytes as f64),
+        (c"inlineReads", d.inline_reads as f64),
+        (c"inlineFallbacks", d.inline_fallbacks as f64),
     ] {
         named(obj, name, number(env, v)?)?;
     }
@@ -416,6 +418,11 @@ unsafe fn diagnostics_to_js(env: sys::napi_env, d: &quietsqlite_core::Diagnostic
     }
     named(obj, c"liveQueries", live)?;
     Ok(obj)
+}
+
+/// A read's result as its completion delivers it (`read_inline` answers with the same).
+pub(crate) unsafe fn read_output_to_js(env: sys::napi_env, out: quietsqlite_core::ReadOutput) -> NapiResult<sys::napi_value> {
+    output_to_js(env, Output::Read(out))
 }
 
 unsafe fn output_to_js(env: sys::napi_env, out: Output) -> NapiResult<sys::napi_value> {
