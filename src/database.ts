@@ -121,6 +121,11 @@ export class Database implements Executor, TransactionHost, StatementHost {
   readonly #inline: boolean;
   /** A rekey() is under way: no inline read until it settled (the file changes key). */
   #inlineHeld = 0;
+  /** No inline read was tried yet in this synchronous run (reset by a microtask). */
+  #inlineTurn = true;
+  readonly #nextInlineTurn = (): void => {
+    this.#inlineTurn = true;
+  };
   #closing: Promise<void> | undefined;
   #forceClosing = false;
   #nextTx = 1;
@@ -271,9 +276,14 @@ export class Database implements Executor, TransactionHost, StatementHost {
       checkParams(params);
       const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
       const stop = stopOf(o, NO_SIGNALS);
-      if (this.#inline && format !== 3 && this.#inlineHeld === 0 && !stop?.signals.some((s) => s.aborted)) {
+      if (this.#inline && format !== 3 && this.#inlineHeld === 0 && this.#inlineTurn && this.#requests.idle && !stop?.signals.some((s) => s.aborted)) {
         // Bounded inline read (docs/experiments/022-inline-reads.md): null when it was not
-        // eligible, went over budget or failed; then a reader runs it as usual.
+        // eligible, went over budget or failed; then a reader runs it as usual. Only the
+        // first read of a synchronous run, and only while no request is in flight: reads
+        // issued together (Promise.all, concurrent handlers) run in parallel on the readers
+        // instead of one after another on this thread.
+        this.#inlineTurn = false;
+        queueMicrotask(this.#nextInlineTurn);
         let out: unknown;
         try {
           out = this.#native.readInline(ref, params, format);
