@@ -182,6 +182,19 @@ test('reads issued together run on the readers, in parallel; the first of them i
   assert.equal((await counts(db)).reads, 6);
 });
 
+test('a deserialized copy and a read-only database read inline too', async () => {
+  const { path, db } = await filled({ inlineReads: true });
+  const bytes = await db.serialize();
+  const copy = await Database.deserialize(bytes, { inlineReads: true });
+  assert.equal((await copy.selectOne('SELECT count(*) AS n FROM t')).n, 3);
+  assert.equal((await counts(copy)).reads, 1);
+  await copy.close();
+  await db.close();
+  const ro = await tmp.open(path, { readonly: true, inlineReads: true });
+  assert.equal((await ro.selectOne('SELECT count(*) AS n FROM t')).n, 3);
+  assert.equal((await counts(ro)).reads, 1);
+});
+
 test('inlineReads is validated', async () => {
   for (const v of ['yes', 1, null, [], { budget: 5 }, { budgetUs: '5' }]) {
     await assert.rejects(Database.open(tmp.file(), { inlineReads: v }), TypeError, String(v));
