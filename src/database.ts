@@ -97,6 +97,10 @@ function stopOf(o: CallSettings, txSignals: readonly AbortSignal[]): Stop | unde
 const MODES: Record<TransactionMode, number> = { deferred: 0, immediate: 1, exclusive: 2 };
 const FORMATS = [Kind.Rows, Kind.FirstRow, Kind.Bytes, Kind.Describe] as const;
 
+/** Inline results up to this size reuse one Buffer per database instead of a new one each
+ * (docs/experiments/022-inline-reads.md); larger ones arrive in a Buffer of their own. */
+const INLINE_SCRATCH_BYTES = 16 * 1024;
+
 function rejected<T>(err: unknown): Promise<T> {
   return Promise.reject(err);
 }
@@ -121,6 +125,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
   readonly #inline: boolean;
   /** A rekey() is under way: no inline read until it settled (the file changes key). */
   #inlineHeld = 0;
+  /** Where inline reads write small results (made at the first one; decoded before reuse). */
+  #inlineScratch: Buffer | undefined;
   /** No inline read was tried yet in this synchronous run (reset by a microtask). */
   #inlineTurn = true;
   readonly #nextInlineTurn = (): void => {
@@ -285,11 +291,14 @@ export class Database implements Executor, TransactionHost, StatementHost {
         this.#inlineTurn = false;
         queueMicrotask(this.#nextInlineTurn);
         let out: unknown;
+        const scratch = (this.#inlineScratch ??= Buffer.allocUnsafeSlow(INLINE_SCRATCH_BYTES));
         try {
-          out = this.#native.readInline(ref, params, format);
+          out = this.#native.readInline(ref, params, format, scratch);
         } catch (err) {
           throw fromNativeThrow(err);
         }
+        // A length: the rows were written to `scratch`, decoded (copied out) right here.
+        if (typeof out === 'number') out = scratch.subarray(0, out);
         if (out !== null) return Promise.resolve(this.#requests.convert(FORMATS[format], o.rowMode, out));
       }
       return this.#requests.start(

@@ -69,6 +69,22 @@ test('inline answers are identical to a reader\'s, in every format and mode', as
   assert.equal((await counts(onNumber)).reads, 1);
 });
 
+test('inline results do not share memory: small and large ones, one after another', async () => {
+  const { path, db: on } = await filled({ inlineReads: { budgetUs: 5000 } });
+  const off = await tmp.open(path);
+  const sql = 'SELECT ? AS id, zeroblob(?) AS z, ? AS b, printf(\'%.*c\', ?, \'x\') AS s';
+  const sizes = [4, 100, 20_000, 3, 40_000, 10];
+  const kept = [];
+  for (const [i, n] of sizes.entries()) {
+    const params = [i, n, Buffer.from([i, i + 1]), n];
+    const a = await on.selectOne(sql, params);
+    assert.deepEqual(a, await off.selectOne(sql, params), `size ${n}`);
+    kept.push([a, { ...a, z: Buffer.from(a.z), b: Buffer.from(a.b) }]);
+  }
+  for (const [a, copy] of kept) assert.deepEqual(a, copy, 'a later read changed an earlier result');
+  assert.equal((await counts(on)).reads, sizes.length);
+});
+
 test('a query over budget falls back to a reader, and is not tried inline for its next calls', async () => {
   const db = await tmp.open(undefined, { inlineReads: true });
   assert.deepEqual(await db.selectOne(HEAVY), { n: 1000000 });

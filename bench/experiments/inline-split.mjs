@@ -48,7 +48,7 @@ for (let round = 0; round < Number(process.argv[2] ?? 3); round++) {
   t = performance.now();
   let m = 0;
   while (performance.now() - t < 300) {
-    readInline.call(self, args[0], [next()], args[2]);
+    readInline.call(self, args[0], [next()], args[2], args[3]);
     m++;
   }
   const bare = per(performance.now() - t, m);

@@ -28,9 +28,11 @@ export declare class NativeDatabase {
    * `inlineReads`: runs a read here, on the JS thread, under the budget. Returns the
    * result as the completion of `read` would deliver it, or null: not eligible, over
    * budget, or failed (then `read` runs it on a reader, which reports any error itself).
+   * Rows that fit in `scratch` (a Buffer the caller keeps and decodes at once) are
+   * copied there and their length returned instead: no new Buffer per read (022).
    * Parameters are converted as `read` converts them (and fail the same way).
    */
-  readInline(sql: unknown, params: unknown, format: number): unknown | null
+  readInline(sql: unknown, params: unknown, format: number, scratch: unknown): unknown | null
   /** A read on the writer connection (inside a transaction: sees its uncommitted writes). */
   writerRead(id: number, tx: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void
   execute(id: number, tx: number, sql: unknown, params: unknown, cancellable?: boolean | undefined | null): void

@@ -14,7 +14,7 @@ use quietsqlite_core::connection::{Cipher, Key, OpenOptions};
 use quietsqlite_core::extensions::Extension;
 use quietsqlite_core::functions::{Definition, Kind, Op};
 use quietsqlite_core::{
-    BatchSets, Database, Error as CoreError, Inline, InlineReader, IterateJob, Params, ReadFormat, ReadJob, Statements, TxMode, WriteJob,
+    BatchSets, Database, Error as CoreError, Inline, InlineReader, IterateJob, Params, ReadFormat, ReadJob, ReadOutput, Statements, TxMode, WriteJob,
     WriteKind,
 };
 use sink::NodeSink;
@@ -279,9 +279,11 @@ impl NativeDatabase {
     /// `inlineReads`: runs a read here, on the JS thread, under the budget. Returns the
     /// result as the completion of `read` would deliver it, or null: not eligible, over
     /// budget, or failed (then `read` runs it on a reader, which reports any error itself).
+    /// Rows that fit in `scratch` (a Buffer the caller keeps and decodes at once) are
+    /// copied there and their length returned instead: no new Buffer per read (022).
     /// Parameters are converted as `read` converts them (and fail the same way).
     #[napi]
-    pub fn read_inline(&self, env: Env, sql: Unknown, params: Unknown, format: u32) -> Result<Option<Unknown<'_>>> {
+    pub fn read_inline(&self, env: Env, sql: Unknown, params: Unknown, format: u32, scratch: Unknown) -> Result<Option<Unknown<'_>>> {
         guard(&env, || {
             let format = read_format(format);
             // Not re-entrant (nothing here calls JS); a nested call just declines.
@@ -300,9 +302,17 @@ impl NativeDatabase {
                 Ok(Inline::Done(out)) => out,
                 Ok(Inline::OverBudget | Inline::NotEligible) | Err(_) => return Ok(None),
             };
-            // SAFETY: the JS thread, this call's env; the value made is returned at once.
+            // SAFETY: the JS thread, this call's env and values of this call; the value made
+            // is returned at once.
             unsafe {
-                let v = values::read_output_to_js(env.raw(), out).map_err(|s| napi::Error::from_status(Status::from(s)))?;
+                let v = match out {
+                    ReadOutput::Rows(rows) if values::copy_into(env.raw(), scratch.raw(), &rows.bytes) => {
+                        values::number(env.raw(), rows.bytes.len() as f64)
+                    }
+                    // JSON is handed to the caller: always a Buffer of its own.
+                    other => values::read_output_to_js(env.raw(), other),
+                }
+                .map_err(|s| napi::Error::from_status(Status::from(s)))?;
                 Ok(Some(Unknown::from_raw_unchecked(env.raw(), v)))
             }
         })
