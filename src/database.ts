@@ -282,7 +282,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
       checkParams(params);
       const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
       const stop = stopOf(o, NO_SIGNALS);
-      if (this.#inline && format !== 3 && this.#inlineHeld === 0 && this.#inlineTurn && this.#requests.idle && !stop?.signals.some((s) => s.aborted)) {
+      const inline =
+        this.#inline && format !== 3 && this.#inlineHeld === 0 && this.#inlineTurn && this.#requests.idle;
+      if (inline && !stop?.signals.some((s) => s.aborted)) {
         // Bounded inline read (docs/experiments/022-inline-reads.md): null when it was not
         // eligible, went over budget or failed; then a reader runs it as usual. Only the
         // first read of a synchronous run, and only while no request is in flight: reads

@@ -4,11 +4,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { Database } from '../dist/index.js';
-import { exitIfStuck, scratch } from './fixtures/tx-helpers.mjs';
+import { exitIfStuck, scratch, sleep } from './fixtures/tx-helpers.mjs';
 
 const tmp = scratch('inline39');
 exitIfStuck();
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc');
 const HEAVY = 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000000) SELECT count(*) AS n FROM c';
 
 async function counts(db) {
@@ -209,6 +213,21 @@ test('a deserialized copy and a read-only database read inline too', async () =>
   const ro = await tmp.open(path, { readonly: true, inlineReads: true });
   assert.equal((await ro.selectOne('SELECT count(*) AS n FROM t')).n, 3);
   assert.equal((await counts(ro)).reads, 1);
+});
+
+test('a database collected without close() closes its inline connection too', async () => {
+  const fds = () => readdirSync('/proc/self/fd').length;
+  const before = fds();
+  await (async () => {
+    const db = await Database.open(':memory:', { inlineReads: true });
+    assert.deepEqual(await db.selectOne('SELECT 1 AS one'), { one: 1 });
+    assert.equal((await counts(db)).reads, 1);
+  })();
+  for (let i = 0; i < 200 && fds() > before; i++) {
+    gc();
+    await sleep(20);
+  }
+  assert.equal(fds(), before);
 });
 
 test('inlineReads is validated', async () => {

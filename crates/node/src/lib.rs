@@ -14,8 +14,8 @@ use quietsqlite_core::connection::{Cipher, Key, OpenOptions};
 use quietsqlite_core::extensions::Extension;
 use quietsqlite_core::functions::{Definition, Kind, Op};
 use quietsqlite_core::{
-    BatchSets, Database, Error as CoreError, Inline, InlineReader, IterateJob, Params, ReadFormat, ReadJob, ReadOutput, Statements, TxMode, WriteJob,
-    WriteKind,
+    BatchSets, Database, Error as CoreError, Inline, InlineReader, IterateJob, Params, ReadFormat, ReadJob, ReadOutput,
+    Statements, TxMode, WriteJob, WriteKind,
 };
 use sink::NodeSink;
 use std::sync::Arc;
@@ -283,7 +283,14 @@ impl NativeDatabase {
     /// copied there and their length returned instead: no new Buffer per read (022).
     /// Parameters are converted as `read` converts them (and fail the same way).
     #[napi]
-    pub fn read_inline(&self, env: Env, sql: Unknown, params: Unknown, format: u32, scratch: Unknown) -> Result<Option<Unknown<'_>>> {
+    pub fn read_inline(
+        &self,
+        env: Env,
+        sql: Unknown,
+        params: Unknown,
+        format: u32,
+        scratch: Unknown,
+    ) -> Result<Option<Unknown<'_>>> {
         guard(&env, || {
             let format = read_format(format);
             // Not re-entrant (nothing here calls JS); a nested call just declines.
@@ -727,6 +734,11 @@ impl Drop for NativeDatabase {
         // Collected without close(): the core drains and stops its threads; nothing more
         // may reach JS. Runs in a finalizer: a panic must not unwind into Node.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // The inline connection closes first, here on the JS thread: the files of a
+            // `:memory:` database are removed once the threads' connections are closed.
+            if let Ok(mut inline) = self.inline.try_borrow_mut() {
+                *inline = None;
+            }
             self.sink.release();
             self.cleanup.remove();
             if let Some(c) = self.caller.get() {
