@@ -97,6 +97,10 @@ function stopOf(o: CallSettings, txSignals: readonly AbortSignal[]): Stop | unde
 const MODES: Record<TransactionMode, number> = { deferred: 0, immediate: 1, exclusive: 2 };
 const FORMATS = [Kind.Rows, Kind.FirstRow, Kind.Bytes, Kind.Describe] as const;
 
+/** Inline results up to this size reuse one Buffer per database instead of a new one each
+ * (docs/experiments/022-inline-reads.md); larger ones arrive in a Buffer of their own. */
+const INLINE_SCRATCH_BYTES = 16 * 1024;
+
 function rejected<T>(err: unknown): Promise<T> {
   return Promise.reject(err);
 }
@@ -117,6 +121,17 @@ export class Database implements Executor, TransactionHost, StatementHost {
   readonly #readonlyDb: boolean;
   /** User-defined functions (made at the first registration). */
   #functions: Functions | undefined;
+  /** Opened with `inlineReads` (the addon keeps the budget). */
+  readonly #inline: boolean;
+  /** A rekey() is under way: no inline read until it settled (the file changes key). */
+  #inlineHeld = 0;
+  /** Where inline reads write small results (made at the first one; decoded before reuse). */
+  #inlineScratch: Buffer | undefined;
+  /** No inline read was tried yet in this synchronous run (reset by a microtask). */
+  #inlineTurn = true;
+  readonly #nextInlineTurn = (): void => {
+    this.#inlineTurn = true;
+  };
   #closing: Promise<void> | undefined;
   #forceClosing = false;
   #nextTx = 1;
@@ -135,8 +150,10 @@ export class Database implements Executor, TransactionHost, StatementHost {
     cipher: Cipher,
     encrypted: boolean,
     readonlyDb: boolean,
+    inline: boolean,
   ) {
     this.#path = path;
+    this.#inline = inline;
     this.#readonlyDb = readonlyDb;
     this.#cipher = cipher;
     this.#encrypted = encrypted;
@@ -195,6 +212,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
             rawKey: o.encryption?.raw,
             cipher: o.encryption === undefined ? undefined : o.cipher,
             extensions: o.extensions,
+            inlineBudgetUs: o.inlineBudgetUs,
           },
           requests.onComplete,
           id,
@@ -214,7 +232,16 @@ export class Database implements Executor, TransactionHost, StatementHost {
     });
     const temporary = native!.temporaryPath();
     if (temporary != null) removeAtExit(temporary);
-    return new Database(path, native!, requests, o.timeoutMs, o.cipher, o.encryption !== undefined, o.readonly);
+    return new Database(
+      path,
+      native!,
+      requests,
+      o.timeoutMs,
+      o.cipher,
+      o.encryption !== undefined,
+      o.readonly,
+      o.inlineBudgetUs !== undefined,
+    );
   }
 
   /** The path the database was opened with. */
@@ -255,6 +282,27 @@ export class Database implements Executor, TransactionHost, StatementHost {
       checkParams(params);
       const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
       const stop = stopOf(o, NO_SIGNALS);
+      const inline =
+        this.#inline && format !== 3 && this.#inlineHeld === 0 && this.#inlineTurn && this.#requests.idle;
+      if (inline && !stop?.signals.some((s) => s.aborted)) {
+        // Bounded inline read (docs/experiments/022-inline-reads.md): null when it was not
+        // eligible, went over budget or failed; then a reader runs it as usual. Only the
+        // first read of a synchronous run, and only while no request is in flight: reads
+        // issued together (Promise.all, concurrent handlers) run in parallel on the readers
+        // instead of one after another on this thread.
+        this.#inlineTurn = false;
+        queueMicrotask(this.#nextInlineTurn);
+        let out: unknown;
+        const scratch = (this.#inlineScratch ??= Buffer.allocUnsafeSlow(INLINE_SCRATCH_BYTES));
+        try {
+          out = this.#native.readInline(ref, params, format, scratch);
+        } catch (err) {
+          throw fromNativeThrow(err);
+        }
+        // A length: the rows were written to `scratch`, decoded (copied out) right here.
+        if (typeof out === 'number') out = scratch.subarray(0, out);
+        if (out !== null) return Promise.resolve(this.#requests.convert(FORMATS[format], o.rowMode, out));
+      }
       return this.#requests.start(
         FORMATS[format],
         o.rowMode,
@@ -346,6 +394,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
         cacheBytes: d.cacheBytes,
         statementBytes: d.statementBytes,
         schemaBytes: d.schemaBytes,
+        inlineReads: d.inlineReads,
+        inlineFallbacks: d.inlineFallbacks,
         liveQueries: d.liveQueries,
       }));
   }
@@ -387,11 +437,22 @@ export class Database implements Executor, TransactionHost, StatementHost {
       }
       key = newKey === null ? undefined : checkKey('the new key', newKey);
       const k = key;
-      return this.#write<void>(Kind.Done, 'object', (id) => this.#native.rekey(id, k?.bytes ?? null, k?.raw ?? false, this.#cipher)).then(
-        () => {
+      // The addon closes the inline connection; none reopens before the rekey settled.
+      this.#inlineHeld++;
+      let sent: Promise<void>;
+      try {
+        sent = this.#write<void>(Kind.Done, 'object', (id) => this.#native.rekey(id, k?.bytes ?? null, k?.raw ?? false, this.#cipher));
+      } catch (err) {
+        this.#inlineHeld--;
+        throw err;
+      }
+      return sent
+        .then(() => {
           this.#encrypted = k !== undefined;
-        },
-      );
+        })
+        .finally(() => {
+          this.#inlineHeld--;
+        });
     } catch (err) {
       return rejected(err);
     } finally {

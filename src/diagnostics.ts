@@ -40,6 +40,10 @@ export interface Diagnostics {
   cacheBytes: number;
   statementBytes: number;
   schemaBytes: number;
+  /** Reads answered on the JavaScript thread (`inlineReads`), and reads that went over the
+   * inline budget and ran on a reader (both 0 when `inlineReads` is off). */
+  inlineReads: number;
+  inlineFallbacks: number;
   liveQueries: LiveQueryDiagnostics;
 }
 

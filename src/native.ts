@@ -17,6 +17,7 @@ interface Binding {
   MAX_PARAMETERS: number;
   DEFAULT_CHUNK_ROWS: number;
   MAX_CHUNK_ROWS: number;
+  MAX_INLINE_BUDGET_US: number;
   FUNCTION_OP_SCALAR: number;
   FUNCTION_OP_STEP: number;
   FUNCTION_OP_INVERSE: number;

@@ -2,6 +2,7 @@
 // and a misspelled option name is rejected rather than ignored.
 
 import { availableParallelism } from 'node:os';
+import { binding } from './native';
 import type { IntMode, RowMode } from './rows';
 
 export type PragmaValue = string | number | boolean;
@@ -30,6 +31,10 @@ export interface OpenOptions {
   cipher?: Cipher;
   /** SQLite extensions (shared library paths) every connection loads when it opens. */
   extensions?: string[];
+  /** Bounded inline reads: a read runs on the JavaScript thread's own read connection for
+   * at most a budget of SQLite work, then (if not done) on a reader as usual. `false`
+   * (default): off; `true`: a budget of 50 µs; `{ budgetUs }`: 1 to 10000 µs. See docs/api.md. */
+  inlineReads?: boolean | { budgetUs: number };
 }
 
 /** The ciphers of SQLite3 Multiple Ciphers quietsqlite offers. */
@@ -134,6 +139,25 @@ export interface ResolvedOpenOptions {
   encryption: KeyBytes | undefined;
   cipher: Cipher;
   extensions: string[] | undefined;
+  /** The inline-read budget in microseconds; undefined when inline reads are off. */
+  inlineBudgetUs: number | undefined;
+}
+
+/** `inlineReads: true`'s budget in microseconds (docs/decisions.md, "Inline reads"). */
+export const DEFAULT_INLINE_BUDGET_US = 50;
+const MAX_INLINE_BUDGET_US: number = binding.MAX_INLINE_BUDGET_US;
+
+function checkInlineReads(v: unknown): number | undefined {
+  if (v === undefined || v === false) return undefined;
+  if (v === true) return DEFAULT_INLINE_BUDGET_US;
+  if (!isPlainObject(v)) throw new TypeError('inlineReads must be a boolean or { budgetUs: number }');
+  checkKeys('inlineReads', v, ['budgetUs']);
+  const us = v.budgetUs;
+  if (typeof us !== 'number') throw new TypeError('inlineReads.budgetUs must be a number of microseconds');
+  if (!Number.isInteger(us) || us < 1 || us > MAX_INLINE_BUDGET_US) {
+    throw new RangeError(`inlineReads.budgetUs must be an integer from 1 to ${MAX_INLINE_BUDGET_US} (microseconds)`);
+  }
+  return us;
 }
 
 function renderPragmaValue(name: string, v: unknown): string {
@@ -161,6 +185,7 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
     'cipher',
     'checkpoints',
     'extensions',
+    'inlineReads',
   ]);
   const o = options as OpenOptions;
   const readers = o.readers ?? defaultReaders();
@@ -199,6 +224,7 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
     throw new TypeError("the 'cipher' option needs 'encryptionKey' (the database is encrypted only with a key)");
   }
   const extensions = o.extensions === undefined ? undefined : checkExtensions(o.extensions);
+  const inlineBudgetUs = checkInlineReads(o.inlineReads);
   return {
     readers,
     readonly: o.readonly ?? false,
@@ -210,6 +236,7 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
     encryption,
     cipher,
     extensions,
+    inlineBudgetUs,
   };
 }
 

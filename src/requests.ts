@@ -319,7 +319,8 @@ export class Requests {
     else s.fail(errorFromNative(payload as NativeErrorDetail));
   }
 
-  private convert(kind: Kind, rowMode: RowMode, payload: unknown): unknown {
+  /** A completion's payload as the request's value (also the answer of an inline read). */
+  convert(kind: Kind, rowMode: RowMode, payload: unknown): unknown {
     switch (kind) {
       case Kind.Rows:
         return decodeRows(payload as Buffer, rowMode, this.intMode);

@@ -35,7 +35,7 @@ test('the shape, the version, the cipher, and no key anywhere', async () => {
   const plain = await tmp.open(undefined, { readers: 3 });
   const d = await plain.diagnostics();
   assert.deepEqual(Object.keys(d).sort(), [
-    'cacheBytes', 'cipher', 'freelistCount', 'inTransaction', 'liveQueries', 'pageCount', 'pageSize', 'queuedReads',
+    'cacheBytes', 'cipher', 'freelistCount', 'inTransaction', 'inlineFallbacks', 'inlineReads', 'liveQueries', 'pageCount', 'pageSize', 'queuedReads',
     'queuedWrites', 'readers', 'readersBusy', 'schemaBytes', 'sqliteVersion', 'statementBytes', 'walBytes',
   ]);
   assert.deepEqual(Object.keys(d.liveQueries).sort(), ['groups', 'reruns', 'skippedByHash', 'subscribers']);

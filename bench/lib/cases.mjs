@@ -82,16 +82,23 @@ export const KINDS = {
 
   // Suite 1: point query by primary key.
   point: {
-    prepare(ctx) {
-      const { inflight, statement } = ctx.params;
+    async prepare(ctx) {
+      const { inflight, statement, inline } = ctx.params;
       const sql = 'SELECT * FROM items WHERE id = ?';
+      // `inline`: quietsqlite opened again with `inlineReads: true` (experiment 022).
+      let conn = ctx.conn;
+      if (inline) {
+        if (typeof ctx.conn.reopen !== 'function') throw new NotAvailable('no inlineReads');
+        conn = ctx.inlineConn = await ctx.conn.reopen({ inlineReads: true });
+      }
       // `statement`: quietsqlite through db.prepare() (the other peers always prepare).
-      const prepare = statement && ctx.conn.statement ? ctx.conn.statement : ctx.conn.prepare;
+      const prepare = statement && conn.statement ? conn.statement : conn.prepare;
       if (inflight > 1) {
         requireAsync(ctx);
-        ctx.handles = statement ? Array.from({ length: inflight }, () => prepare(sql)) : ctx.conn.lanes(sql, inflight);
+        ctx.handles = statement ? Array.from({ length: inflight }, () => prepare(sql)) : conn.lanes(sql, inflight);
       } else ctx.h = prepare(sql);
     },
+    teardown: (ctx) => ctx.inlineConn?.close(),
     async sample(ctx, index) {
       const { batch, inflight } = ctx.params;
       const rnd = ctx.rnd(index);

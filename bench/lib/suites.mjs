@@ -46,13 +46,16 @@ export const SUITES = [
     id: 'point',
     n: 1,
     title: 'Point query by primary key',
-    about: '`SELECT * FROM items WHERE id = ?` with random ids. Sequential awaits, and 64 queries in flight for asynchronous peers (sqlite3 gets one prepared statement per slot); then quietsqlite again through `db.prepare()` instead of SQL text.',
+    about: '`SELECT * FROM items WHERE id = ?` with random ids. Sequential awaits, and 64 queries in flight for asynchronous peers (sqlite3 gets one prepared statement per slot); then quietsqlite again through `db.prepare()` instead of SQL text, and opened with `inlineReads: true` (reads run on the JavaScript thread under a 50 µs budget).',
     cases: [
       { id: 'point-seq', label: 'sequential', kind: 'point', params: { inflight: 1, batch: 2000 }, metrics: ['qps', 'wall', 'main'], iters: it(40, 8), warm: it(5, 2) },
       { id: 'point-64', label: '64 in flight', kind: 'point', params: { inflight: 64, batch: 5000 }, metrics: ['qps', 'main'], only: 'async', iters: it(40, 8), warm: it(5, 2) },
       // Experiment 014: quietsqlite through a prepared statement (db.prepare) instead of SQL text.
       { id: 'point-stmt-seq', label: 'sequential, quietsqlite via db.prepare()', kind: 'point', params: { inflight: 1, batch: 2000, statement: true }, metrics: ['qps', 'wall', 'main'], only: ['better-sqlite3', 'quietsqlite'], iters: it(40, 8), warm: it(5, 2) },
       { id: 'point-stmt-64', label: '64 in flight, quietsqlite via db.prepare()', kind: 'point', params: { inflight: 64, batch: 5000, statement: true }, metrics: ['qps', 'main'], only: ['quietsqlite'], iters: it(40, 8), warm: it(5, 2) },
+      // Experiment 022: quietsqlite opened with `inlineReads: true` (bounded inline reads).
+      { id: 'point-inline-seq', label: 'sequential, quietsqlite with inlineReads', kind: 'point', params: { inflight: 1, batch: 2000, inline: true }, metrics: ['qps', 'wall', 'main'], only: ['quietsqlite'], iters: it(40, 8), warm: it(5, 2) },
+      { id: 'point-inline-64', label: '64 in flight, quietsqlite with inlineReads', kind: 'point', params: { inflight: 64, batch: 5000, inline: true }, metrics: ['qps', 'main'], only: ['quietsqlite'], iters: it(40, 8), warm: it(5, 2) },
     ],
   },
   {

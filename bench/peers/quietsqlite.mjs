@@ -40,6 +40,7 @@ export async function open(path, options = {}) {
   const openOptions = { pragmas: { journal_mode: 'WAL', synchronous: 'NORMAL' } };
   if (options.readers) openOptions.readers = options.readers;
   if (options.encryptionKey) openOptions.encryptionKey = options.encryptionKey;
+  if (options.inlineReads) openOptions.inlineReads = options.inlineReads;
   const db = await Database.open(path, openOptions);
   // Read back on the writer (select() refuses PRAGMA journal_mode as not read-only).
   const pragma = async (p) => {
@@ -93,6 +94,8 @@ export async function open(path, options = {}) {
     },
     // A new database beside this one (the encryption suite compares two of them).
     sibling: (suffix, extra = {}) => open(`${path}${suffix}`, { ...options, ...extra }),
+    // The same database opened again with other options (suite 1's inline-read cases).
+    reopen: (extra) => open(path, { ...options, ...extra }),
     fn: (name, f) => db.function(name, f),
     close: () => db.close(),
   };

@@ -24,6 +24,15 @@ export declare class NativeDatabase {
    * `cancellable`: `cancel(id)` may be called for it (see `cancel`).
    */
   read(id: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void
+  /**
+   * `inlineReads`: runs a read here, on the JS thread, under the budget. Returns the
+   * result as the completion of `read` would deliver it, or null: not eligible, over
+   * budget, or failed (then `read` runs it on a reader, which reports any error itself).
+   * Rows that fit in `scratch` (a Buffer the caller keeps and decodes at once) are
+   * copied there and their length returned instead: no new Buffer per read (022).
+   * Parameters are converted as `read` converts them (and fail the same way).
+   */
+  readInline(sql: unknown, params: unknown, format: number, scratch: unknown): unknown | null
   /** A read on the writer connection (inside a transaction: sees its uncommitted writes). */
   writerRead(id: number, tx: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void
   execute(id: number, tx: number, sql: unknown, params: unknown, cancellable?: boolean | undefined | null): void
@@ -140,6 +149,9 @@ export declare const FUNCTION_OP_VALUE: number
 /** The largest `chunkSize` `iterate()` takes. */
 export declare const MAX_CHUNK_ROWS: number
 
+/** The largest `inlineReads.budgetUs` (the JS layer refuses larger ones with it). */
+export declare const MAX_INLINE_BUDGET_US: number
+
 /** The most parameters one statement takes: the JS layer refuses longer lists with it. */
 export declare const MAX_PARAMETERS: number
 
@@ -161,4 +173,6 @@ export interface NativeOpenOptions {
   cipher?: string
   /** Extension files every connection loads when it opens. */
   extensions?: Array<string>
+  /** `inlineReads`: the budget of a read run on the JS thread, in microseconds; absent: off. */
+  inlineBudgetUs?: number
 }

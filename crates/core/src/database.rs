@@ -36,6 +36,9 @@ pub struct Database {
     /// The key the file is encrypted with now (for backups; see backup.rs).
     key: crate::backup::KeySlot,
     catalog: Arc<crate::functions::Catalog>,
+    /// How inline readers open (the readers' options without the key), and their counts.
+    inline_opts: OpenOptions,
+    inline_counts: Arc<crate::inline::InlineCounts>,
 }
 
 /// Ends a database whose owner is gone without `close()` (a terminated Worker's env
@@ -106,6 +109,7 @@ impl Database {
         let deferred_writes = Arc::new(AtomicUsize::new(0));
         let thread_deferred = deferred_writes.clone();
         let catalog = opts.catalog.clone();
+        let inline_opts = OpenOptions { encryption: None, ..opts.clone() };
         let location = Location::resolve(&opts.path)?;
         location.check_shareable()?;
         let key: crate::backup::KeySlot = Arc::new(std::sync::Mutex::new(opts.encryption.clone()));
@@ -205,7 +209,23 @@ impl Database {
             deferred_writes,
             key,
             catalog,
+            inline_opts,
+            inline_counts: Arc::default(),
         })
+    }
+
+    /// A connection for bounded inline reads on the caller's thread (see `inline`), opened
+    /// at its first read with the key the file has then. `budget` is clamped to
+    /// `inline::MAX_BUDGET_US`.
+    pub fn inline_reader(&self, budget: Duration) -> crate::inline::InlineReader {
+        let budget = budget.min(Duration::from_micros(crate::inline::MAX_BUDGET_US.into()));
+        crate::inline::InlineReader::new(
+            self.location.clone(),
+            self.inline_opts.clone(),
+            self.key.clone(),
+            budget,
+            self.inline_counts.clone(),
+        )
     }
 
     pub fn is_closed(&self) -> bool {
@@ -337,6 +357,8 @@ impl Database {
             live_subscribers: subscribers as u32,
             live_reruns: reruns,
             live_skipped_by_hash: skipped,
+            inline_reads: self.inline_counts.reads.load(Ordering::Relaxed),
+            inline_fallbacks: self.inline_counts.fallbacks.load(Ordering::Relaxed),
             ..Default::default()
         };
         let sink = self.sink.clone();

@@ -28,6 +28,9 @@ pub struct Diagnostics {
     pub live_subscribers: u32,
     pub live_reruns: u64,
     pub live_skipped_by_hash: u64,
+    /// Reads answered inline, and reads that went over the inline budget (`inlineReads`).
+    pub inline_reads: u64,
+    pub inline_fallbacks: u64,
 }
 
 /// `sqlite3_db_status` current value of `op` on `conn`.

@@ -244,6 +244,11 @@ impl Catalog {
         self.functions.len() > 0
     }
 
+    /// No function and no extension (two atomic loads).
+    pub fn is_empty(&self) -> bool {
+        self.functions.len() == 0 && self.extensions.len() == 0
+    }
+
     /// Applies to `conn` what was added since it last looked: extensions first (in order),
     /// then functions (in order, so a later definition of a name replaces an earlier one).
     /// Costs two atomic loads when nothing changed.

@@ -14,8 +14,8 @@ use quietsqlite_core::connection::{Cipher, Key, OpenOptions};
 use quietsqlite_core::extensions::Extension;
 use quietsqlite_core::functions::{Definition, Kind, Op};
 use quietsqlite_core::{
-    BatchSets, Database, Error as CoreError, IterateJob, Params, ReadFormat, ReadJob, Statements, TxMode, WriteJob,
-    WriteKind,
+    BatchSets, Database, Error as CoreError, Inline, InlineReader, IterateJob, Params, ReadFormat, ReadJob, ReadOutput,
+    Statements, TxMode, WriteJob, WriteKind,
 };
 use sink::NodeSink;
 use std::sync::Arc;
@@ -109,6 +109,10 @@ pub const DEFAULT_CHUNK_ROWS: u32 = quietsqlite_core::iterate::DEFAULT_CHUNK_ROW
 /// The largest `chunkSize` `iterate()` takes.
 #[napi]
 pub const MAX_CHUNK_ROWS: u32 = quietsqlite_core::iterate::MAX_CHUNK_ROWS;
+/// The largest `inlineReads.budgetUs` (the JS layer refuses larger ones with it).
+#[napi]
+pub const MAX_INLINE_BUDGET_US: u32 = quietsqlite_core::inline::MAX_BUDGET_US;
+
 /// What a call of the function dispatcher asks (`op`, its first argument): the numbers of
 /// quietsqlite_core::functions::Op.
 #[napi]
@@ -139,6 +143,8 @@ pub struct NativeOpenOptions {
     pub cipher: Option<String>,
     /// Extension files every connection loads when it opens.
     pub extensions: Option<Vec<String>>,
+    /// `inlineReads`: the budget of a read run on the JS thread, in microseconds; absent: off.
+    pub inline_budget_us: Option<u32>,
 }
 
 /// The key the core applies: `cipher` by its option name (the JS layer checked it).
@@ -161,6 +167,9 @@ pub struct NativeDatabase {
     statements: Statements,
     /// Carries user-defined function calls to JS; made by the first `define_function`.
     caller: std::sync::OnceLock<Arc<functions::Caller>>,
+    /// `inlineReads`: the JS thread's own read connection (`read_inline`); used and dropped
+    /// on the JS thread only.
+    inline: std::cell::RefCell<Option<InlineReader>>,
 }
 
 fn tx_of(tx: u32) -> Option<u32> {
@@ -264,6 +273,55 @@ impl NativeDatabase {
             self.db
                 .read(ReadJob { id, sql, params, format: read_format(format), cancellable: cancellable.unwrap_or(false) })
                 .map_err(|e| core_error(&env, e))
+        })
+    }
+
+    /// `inlineReads`: runs a read here, on the JS thread, under the budget. Returns the
+    /// result as the completion of `read` would deliver it, or null: not eligible, over
+    /// budget, or failed (then `read` runs it on a reader, which reports any error itself).
+    /// Rows that fit in `scratch` (a Buffer the caller keeps and decodes at once) are
+    /// copied there and their length returned instead: no new Buffer per read (022).
+    /// Parameters are converted as `read` converts them (and fail the same way).
+    #[napi]
+    pub fn read_inline(
+        &self,
+        env: Env,
+        sql: Unknown,
+        params: Unknown,
+        format: u32,
+        scratch: Unknown,
+    ) -> Result<Option<Unknown<'_>>> {
+        guard(&env, || {
+            let format = read_format(format);
+            // Not re-entrant (nothing here calls JS); a nested call just declines.
+            let Ok(mut slot) = self.inline.try_borrow_mut() else { return Ok(None) };
+            let Some(inline) = slot.as_mut() else { return Ok(None) };
+            if self.db.is_closed() {
+                return Ok(None);
+            }
+            let sql = self.sql_of(&env, sql)?;
+            if !inline.wants(&sql, format) {
+                return Ok(None);
+            }
+            // SAFETY: the JS thread, this call's env, and a value of this call.
+            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let out = match inline.run(&sql, &params, format) {
+                Ok(Inline::Done(out)) => out,
+                Ok(Inline::OverBudget | Inline::NotEligible) | Err(_) => return Ok(None),
+            };
+            // SAFETY: the JS thread, this call's env and values of this call; the value made
+            // is returned at once.
+            unsafe {
+                let v = match out {
+                    ReadOutput::Rows(rows) if values::copy_into(env.raw(), scratch.raw(), &rows.bytes) => {
+                        values::number(env.raw(), rows.bytes.len() as f64)
+                    }
+                    // JSON is handed to the caller: always a Buffer of its own.
+                    other => values::read_output_to_js(env.raw(), other),
+                }
+                .map_err(|s| napi::Error::from_status(Status::from(s)))?;
+                Ok(Some(Unknown::from_raw_unchecked(env.raw(), v)))
+            }
         })
     }
 
@@ -404,6 +462,11 @@ impl NativeDatabase {
                 Some(bytes) => Some(Arc::new(make_key(bytes, raw, cipher.as_deref()).map_err(|e| core_error(&env, e))?)),
                 None => None,
             };
+            // The writer may need the file to itself (leaving WAL mode); the JS layer sends
+            // no inline read until the rekey settled, and the next one reopens with the key.
+            if let Some(inline) = self.inline.borrow_mut().as_mut() {
+                inline.close_connection();
+            }
             self.submit(&env, id, 0, WriteKind::Rekey { key }, Some(false))
         })
     }
@@ -473,6 +536,9 @@ impl NativeDatabase {
     #[napi]
     pub fn close(&self, env: Env, id: u32) -> Result<()> {
         guard(&env, || {
+            if let Some(inline) = self.inline.borrow_mut().as_mut() {
+                inline.shut();
+            }
             self.db.close(id);
             Ok(())
         })
@@ -668,6 +734,11 @@ impl Drop for NativeDatabase {
         // Collected without close(): the core drains and stops its threads; nothing more
         // may reach JS. Runs in a finalizer: a panic must not unwind into Node.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // The inline connection closes first, here on the JS thread: the files of a
+            // `:memory:` database are removed once the threads' connections are closed.
+            if let Ok(mut inline) = self.inline.try_borrow_mut() {
+                *inline = None;
+            }
             self.sink.release();
             self.cleanup.remove();
             if let Some(c) = self.caller.get() {
@@ -714,7 +785,18 @@ impl NativeDatabase {
         }
         let db = open(opts, sink.clone()).map_err(|e| core_error(env, e))?;
         let cleanup = sink::CleanupHook::add(env.raw(), &sink, db.abandoner());
-        Ok(NativeDatabase { db, sink, cleanup, statements: Statements::default(), caller: std::sync::OnceLock::new() })
+        let inline = options
+            .inline_budget_us
+            .filter(|&us| us > 0)
+            .map(|us| db.inline_reader(Duration::from_micros(us.into())));
+        Ok(NativeDatabase {
+            db,
+            sink,
+            cleanup,
+            statements: Statements::default(),
+            caller: std::sync::OnceLock::new(),
+            inline: std::cell::RefCell::new(inline),
+        })
     }
 }
 

@@ -401,6 +401,8 @@ unsafe fn diagnostics_to_js(env: sys::napi_env, d: &quietsqlite_core::Diagnostic
         (c"cacheBytes", d.cache_bytes as f64),
         (c"statementBytes", d.statement_bytes as f64),
         (c"schemaBytes", d.schema_bytes as f64),
+        (c"inlineReads", d.inline_reads as f64),
+        (c"inlineFallbacks", d.inline_fallbacks as f64),
     ] {
         named(obj, name, number(env, v)?)?;
     }
@@ -416,6 +418,26 @@ unsafe fn diagnostics_to_js(env: sys::napi_env, d: &quietsqlite_core::Diagnostic
     }
     named(obj, c"liveQueries", live)?;
     Ok(obj)
+}
+
+/// Copies `bytes` into `target` when it is a Buffer (or other byte view) at least that long;
+/// false (nothing written) otherwise.
+pub(crate) unsafe fn copy_into(env: sys::napi_env, target: sys::napi_value, bytes: &[u8]) -> bool {
+    let mut data = ptr::null_mut();
+    let mut len = 0usize;
+    if sys::napi_get_buffer_info(env, target, &mut data, &mut len) != sys::Status::napi_ok || data.is_null() || bytes.len() > len {
+        return false;
+    }
+    // SAFETY: Node reports `data` valid for `len` bytes while `target` lives (it is a value
+    // of the current call, and no JS runs before the copy ends); at most `len` bytes are
+    // written, from a Rust slice that cannot overlap memory owned by V8.
+    ptr::copy_nonoverlapping(bytes.as_ptr(), data.cast::<u8>(), bytes.len());
+    true
+}
+
+/// A read's result as its completion delivers it (`read_inline` answers with the same).
+pub(crate) unsafe fn read_output_to_js(env: sys::napi_env, out: quietsqlite_core::ReadOutput) -> NapiResult<sys::napi_value> {
+    output_to_js(env, Output::Read(out))
 }
 
 unsafe fn output_to_js(env: sys::napi_env, out: Output) -> NapiResult<sys::napi_value> {
