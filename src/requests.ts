@@ -100,6 +100,13 @@ export interface Subscriber {
  * hop that sees a request in flight, so a busy loop pays only the hops it uses (015). */
 const IDLE_HOPS = 16;
 
+/** EXPERIMENT 019 (temporary knob): microseconds the JS thread polls for the completion of a
+ * request it just sent, once the microtasks queued after the send have run (0: never). */
+const POLL_MICROS = Number(process.env.QUIETSQLITE_EXPERIMENT_JS_POLL_US ?? '0');
+/** Microtask hops after a send before polling: an awaiting caller's continuation has run by
+ * then, so a request it sends next is in flight too. */
+const POLL_HOPS = Number(process.env.QUIETSQLITE_EXPERIMENT_JS_POLL_HOPS ?? '3');
+
 /** Databases with work in flight: pinned so their pending promises always settle. */
 const withWorkInFlight = new Set<object>();
 
@@ -125,6 +132,9 @@ export class Requests {
   /** A settleIdle chain is queued; `idleHops` microtasks are left before it lets go. */
   private settling = false;
   private idleHops = 0;
+  /** A poll chain is queued (see POLL_MICROS); `pollHops` microtasks are left before it polls. */
+  private polling = false;
+  private pollHops = 0;
   private native: WeakRef<NativeDatabase> | undefined;
   /** Weak: this object is reachable from the addon's completion callback (a GC root), and a
    * strong reference to the Database from here kept every unclosed database alive. */
@@ -184,6 +194,11 @@ export class Requests {
       this.pending.set(id, p);
       if (this.inflight++ === 0 && !this.busy) this.setBusy(true);
       if (stop !== undefined) this.watch(id, p, stop);
+      if (POLL_MICROS > 0 && !this.polling) {
+        this.polling = true;
+        this.pollHops = POLL_HOPS;
+        queueMicrotask(this.pollSoon);
+      }
     });
   }
 
@@ -256,6 +271,18 @@ export class Requests {
     }
     this.settling = false;
     this.setBusy(false);
+  };
+
+  private readonly pollSoon = (): void => {
+    if (--this.pollHops > 0) {
+      queueMicrotask(this.pollSoon);
+      return;
+    }
+    this.polling = false;
+    if (this.inflight === 0) return;
+    const native = this.native?.deref();
+    const batch = native?.takeCompletions(POLL_MICROS);
+    if (batch !== undefined) this.onComplete(batch);
   };
 
   get idle(): boolean {
