@@ -6,7 +6,9 @@ import { fileURLToPath } from 'node:url';
 const [rounds, cases, ms, ...specs] = process.argv.slice(2);
 const script = fileURLToPath(new URL('./request-cost.mjs', import.meta.url));
 const variants = specs.map((s) => {
-  const [name, rest] = s.split('=');
+  // Split at the first '=' only: the environment part has its own.
+  const at = s.indexOf('=');
+  const [name, rest] = [s.slice(0, at), s.slice(at + 1)];
   const [root, envs = ''] = rest.split(':');
   const env = Object.fromEntries(envs.split(',').filter(Boolean).map((kv) => kv.split('=')));
   return { name, root, env, runs: [] };
