@@ -3,6 +3,7 @@
 // so it must not reach the native object strongly, or a database nobody closes could never
 // be collected; it holds a WeakRef, and the database is pinned only while work is in flight.
 
+import { availableParallelism } from 'node:os';
 import { errorFromNative, type NativeErrorDetail } from './errors';
 import type { NativeDatabase } from './native';
 import { convertInteger, decodeRows, type IntMode, type RowMode } from './rows';
@@ -100,12 +101,20 @@ export interface Subscriber {
  * hop that sees a request in flight, so a busy loop pays only the hops it uses (015). */
 const IDLE_HOPS = 16;
 
-/** EXPERIMENT 019 (temporary knob): microseconds the JS thread polls for the completion of a
- * request it just sent, once the microtasks queued after the send have run (0: never). */
-const POLL_MICROS = Number(process.env.QUIETSQLITE_EXPERIMENT_JS_POLL_US ?? '0');
+/** How long the JS thread polls for the completion of a request it has just sent, once the
+ * microtasks queued after the send have run: taking a fast result this way costs less than
+ * sleeping in the event loop and being woken for it (experiment 019). 0 on a single CPU,
+ * where polling would only keep the thread that does the work from running. */
+const POLL_MICROS = availableParallelism() > 1 ? 30 : 0;
 /** Microtask hops after a send before polling: an awaiting caller's continuation has run by
  * then, so a request it sends next is in flight too. */
-const POLL_HOPS = Number(process.env.QUIETSQLITE_EXPERIMENT_JS_POLL_HOPS ?? '3');
+const POLL_HOPS = 3;
+/** Results taken by polling in a row before the event loop must turn once: timers and I/O
+ * wait at most this many fast requests behind an awaited loop. */
+const POLL_STREAK = 32;
+/** Sends that skip polling after a poll that found nothing: slow requests (large results,
+ * a busy writer) cost a wasted poll at most once per this many sends. */
+const POLL_BACKOFF = 16;
 
 /** Databases with work in flight: pinned so their pending promises always settle. */
 const withWorkInFlight = new Set<object>();
@@ -135,6 +144,10 @@ export class Requests {
   /** A poll chain is queued (see POLL_MICROS); `pollHops` microtasks are left before it polls. */
   private polling = false;
   private pollHops = 0;
+  /** Results taken by polling since the event loop last delivered (POLL_STREAK). */
+  private polledInARow = 0;
+  /** Sends left to skip polling after a poll found nothing (POLL_BACKOFF). */
+  private pollSkips = 0;
   private native: WeakRef<NativeDatabase> | undefined;
   /** Weak: this object is reachable from the addon's completion callback (a GC root), and a
    * strong reference to the Database from here kept every unclosed database alive. */
@@ -194,11 +207,7 @@ export class Requests {
       this.pending.set(id, p);
       if (this.inflight++ === 0 && !this.busy) this.setBusy(true);
       if (stop !== undefined) this.watch(id, p, stop);
-      if (POLL_MICROS > 0 && !this.polling) {
-        this.polling = true;
-        this.pollHops = POLL_HOPS;
-        queueMicrotask(this.pollSoon);
-      }
+      if (!this.polling && POLL_MICROS > 0) this.pollSoon();
     });
   }
 
@@ -273,16 +282,41 @@ export class Requests {
     this.setBusy(false);
   };
 
-  private readonly pollSoon = (): void => {
+  /** A request was sent: poll for its result a few microtasks later, unless recent polls
+   * found nothing or the event loop has not turned for a while. */
+  private pollSoon(): void {
+    if (this.pollSkips > 0) {
+      this.pollSkips--;
+      return;
+    }
+    if (this.polledInARow >= POLL_STREAK) return;
+    this.polling = true;
+    this.pollHops = POLL_HOPS;
+    queueMicrotask(this.pollHop);
+  }
+
+  private readonly pollHop = (): void => {
     if (--this.pollHops > 0) {
-      queueMicrotask(this.pollSoon);
+      queueMicrotask(this.pollHop);
       return;
     }
     this.polling = false;
     if (this.inflight === 0) return;
-    const native = this.native?.deref();
-    const batch = native?.takeCompletions(POLL_MICROS);
-    if (batch !== undefined) this.onComplete(batch);
+    let batch: unknown[] | undefined;
+    try {
+      batch = this.native?.deref()?.takeCompletions(POLL_MICROS);
+    } catch {
+      // Polling is only a faster way to take results: the event loop still delivers every
+      // one, so a database whose poll fails (a bug) just stops polling.
+      this.pollSkips = Infinity;
+      return;
+    }
+    if (batch === undefined) {
+      this.pollSkips = POLL_BACKOFF;
+      return;
+    }
+    this.polledInARow++;
+    this.deliverAll(batch);
   };
 
   get idle(): boolean {
@@ -300,8 +334,14 @@ export class Requests {
     }
   }
 
-  /** Called by the addon with `[id, status, payload, id, status, payload, ...]`. */
+  /** Called by the addon from the event loop with `[id, status, payload, id, status,
+   * payload, ...]`. */
   readonly onComplete = (batch: unknown[]): void => {
+    this.polledInARow = 0;
+    this.deliverAll(batch);
+  };
+
+  private deliverAll(batch: unknown[]): void {
     for (let i = 0; i < batch.length; i += 3) {
       try {
         this.deliver(batch, i);
@@ -312,7 +352,7 @@ export class Requests {
         rethrowLater(err);
       }
     }
-  };
+  }
 
   private deliver(batch: unknown[], i: number): void {
     const id = batch[i] as number;

@@ -149,9 +149,12 @@ fn next_message(queue: &Receiver<ReaderMsg>, spin: std::time::Duration) -> Optio
 }
 
 /// Polls `queue` for up to `spin` (at least once): the readers' and the writer's wait before
-/// they park.
+/// they park. On a single CPU it only polls once: spinning there would keep the thread that
+/// sends the next request from running.
 pub(crate) fn poll<T>(queue: &Receiver<T>, spin: std::time::Duration) -> Result<T, crossbeam_channel::TryRecvError> {
-    let until = std::time::Instant::now() + spin;
+    static SEVERAL_CPUS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let several = *SEVERAL_CPUS.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1));
+    let until = std::time::Instant::now() + if several { spin } else { std::time::Duration::ZERO };
     loop {
         match queue.try_recv() {
             Err(crossbeam_channel::TryRecvError::Empty) if std::time::Instant::now() < until => {

@@ -111,22 +111,12 @@ pub(crate) struct Writer {
     iterators: Arc<crate::iterate::Iterators>,
     /// Where backups find the key the file has now (see backup.rs).
     key_slot: Option<crate::backup::KeySlot>,
-    /// How long the writer polls its queue before it parks (WRITER_SPIN).
-    spin: std::time::Duration,
 }
 
 /// How long the writer polls its queue after a request before it parks, as the readers do
 /// (docs/experiments/003-reader-spin.md): the next statement of a transaction body, or the
 /// next insert of an awaited loop, then finds it awake (docs/experiments/016-writer-spin.md).
 const WRITER_SPIN: std::time::Duration = std::time::Duration::from_micros(30);
-
-/// EXPERIMENT 016 (temporary): QUIETSQLITE_EXPERIMENT_WRITER_SPIN_US overrides WRITER_SPIN.
-fn writer_spin() -> std::time::Duration {
-    std::env::var("QUIETSQLITE_EXPERIMENT_WRITER_SPIN_US")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(WRITER_SPIN, std::time::Duration::from_micros)
-}
 
 impl Writer {
     #[allow(clippy::too_many_arguments)]
@@ -171,7 +161,6 @@ impl Writer {
             cipher,
             iterators,
             key_slot: None,
-            spin: writer_spin(),
         })
     }
 
@@ -253,7 +242,7 @@ impl Writer {
                 return m;
             }
             loop {
-                let m = match poll(queue, self.spin) {
+                let m = match poll(queue, WRITER_SPIN) {
                     Ok(m) => m,
                     Err(TryRecvError::Disconnected) => return None,
                     Err(TryRecvError::Empty) => queue.recv().ok()?,
@@ -269,7 +258,7 @@ impl Writer {
             self.publish_deferred();
             return Some(m);
         }
-        match poll(queue, self.spin) {
+        match poll(queue, WRITER_SPIN) {
             Ok(m) => Some(m),
             Err(TryRecvError::Disconnected) => None,
             Err(TryRecvError::Empty) => {
