@@ -4,6 +4,7 @@
 // CPU µs (all threads) and native keepAlive calls. Run it alternately for two checkouts.
 //
 //   node bench/experiments/request-cost.mjs <package root> [cases=all] [ms per case=1500]
+// INLINE=1 (or INLINE=<budget µs>) opens the database with `inlineReads` (experiment 022).
 import { createRequire } from 'node:module';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,7 +25,11 @@ native.NativeDatabase.prototype.keepAlive = function (on) {
 };
 
 const dir = mkdtempSync(join(tmpdir(), 'qs-reqcost-'));
-const db = await Database.open(join(dir, 'r.db'));
+const inline = process.env.INLINE;
+const db = await Database.open(
+  join(dir, 'r.db'),
+  inline ? { inlineReads: inline === '1' ? true : { budgetUs: Number(inline) } } : undefined,
+);
 const N = 10000;
 await db.execute('CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT, price REAL)');
 await db.execute('CREATE TABLE writes(id INTEGER PRIMARY KEY, name TEXT, price REAL)');
@@ -45,6 +50,13 @@ const cases = {
   async par64() {
     await Promise.all(Array.from({ length: 64 }, () => db.selectOne(point, [nextId()])));
     return 64;
+  },
+  // 1k-row select, sequential (over an inline budget: falls back to a reader)
+  async sel1k() {
+    const start = nextId() % (N - 1000);
+    const rows = await db.select('SELECT * FROM items WHERE id > ? AND id <= ? + 1000', [start, start]);
+    if (rows.length !== 1000) throw new Error('short result');
+    return 1;
   },
   // T12
   async insert() {
