@@ -112,9 +112,11 @@ const POLL_HOPS = 3;
 /** Results taken by polling in a row before the event loop must turn once: timers and I/O
  * wait at most this many fast requests behind an awaited loop. */
 const POLL_STREAK = 32;
-/** Sends that skip polling after a poll that found nothing: slow requests (large results,
- * a busy writer) cost a wasted poll at most once per this many sends. */
+/** Sends that skip polling after a poll that found nothing, doubling with each such poll up
+ * to POLL_BACKOFF_MAX (a poll that takes a result starts over): a workload of slow requests
+ * (large results, a busy writer) soon wastes almost no polls. */
 const POLL_BACKOFF = 16;
+const POLL_BACKOFF_MAX = 1024;
 
 /** Databases with work in flight: pinned so their pending promises always settle. */
 const withWorkInFlight = new Set<object>();
@@ -146,8 +148,10 @@ export class Requests {
   private pollHops = 0;
   /** Results taken by polling since the event loop last delivered (POLL_STREAK). */
   private polledInARow = 0;
-  /** Sends left to skip polling after a poll found nothing (POLL_BACKOFF). */
+  /** Sends left to skip polling after a poll found nothing, and how many the next miss
+   * skips (POLL_BACKOFF). */
   private pollSkips = 0;
+  private pollBackoff = POLL_BACKOFF;
   private native: WeakRef<NativeDatabase> | undefined;
   /** Weak: this object is reachable from the addon's completion callback (a GC root), and a
    * strong reference to the Database from here kept every unclosed database alive. */
@@ -312,9 +316,11 @@ export class Requests {
       return;
     }
     if (batch === undefined) {
-      this.pollSkips = POLL_BACKOFF;
+      this.pollSkips = this.pollBackoff;
+      this.pollBackoff = Math.min(this.pollBackoff * 2, POLL_BACKOFF_MAX);
       return;
     }
+    this.pollBackoff = POLL_BACKOFF;
     this.polledInARow++;
     this.deliverAll(batch);
   };
