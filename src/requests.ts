@@ -3,6 +3,7 @@
 // so it must not reach the native object strongly, or a database nobody closes could never
 // be collected; it holds a WeakRef, and the database is pinned only while work is in flight.
 
+import { availableParallelism } from 'node:os';
 import { errorFromNative, type NativeErrorDetail } from './errors';
 import type { NativeDatabase } from './native';
 import { convertInteger, decodeRows, type IntMode, type RowMode } from './rows';
@@ -100,6 +101,23 @@ export interface Subscriber {
  * hop that sees a request in flight, so a busy loop pays only the hops it uses (015). */
 const IDLE_HOPS = 16;
 
+/** How long the JS thread polls for the completion of a request it has just sent, once the
+ * microtasks queued after the send have run: taking a fast result this way costs less than
+ * sleeping in the event loop and being woken for it (experiment 019). 0 on a single CPU,
+ * where polling would only keep the thread that does the work from running. */
+const POLL_MICROS = availableParallelism() > 1 ? 30 : 0;
+/** Microtask hops after a send before polling: an awaiting caller's continuation has run by
+ * then, so a request it sends next is in flight too. */
+const POLL_HOPS = 3;
+/** Results taken by polling in a row before the event loop must turn once: timers and I/O
+ * wait at most this many fast requests behind an awaited loop. */
+const POLL_STREAK = 32;
+/** Sends that skip polling after a poll that found nothing, doubling with each such poll up
+ * to POLL_BACKOFF_MAX (a poll that takes a result starts over): a workload of slow requests
+ * (large results, a busy writer) soon wastes almost no polls. */
+const POLL_BACKOFF = 16;
+const POLL_BACKOFF_MAX = 1024;
+
 /** Databases with work in flight: pinned so their pending promises always settle. */
 const withWorkInFlight = new Set<object>();
 
@@ -125,6 +143,15 @@ export class Requests {
   /** A settleIdle chain is queued; `idleHops` microtasks are left before it lets go. */
   private settling = false;
   private idleHops = 0;
+  /** A poll chain is queued (see POLL_MICROS); `pollHops` microtasks are left before it polls. */
+  private polling = false;
+  private pollHops = 0;
+  /** Results taken by polling since the event loop last delivered (POLL_STREAK). */
+  private polledInARow = 0;
+  /** Sends left to skip polling after a poll found nothing, and how many the next miss
+   * skips (POLL_BACKOFF). */
+  private pollSkips = 0;
+  private pollBackoff = POLL_BACKOFF;
   private native: WeakRef<NativeDatabase> | undefined;
   /** Weak: this object is reachable from the addon's completion callback (a GC root), and a
    * strong reference to the Database from here kept every unclosed database alive. */
@@ -184,6 +211,7 @@ export class Requests {
       this.pending.set(id, p);
       if (this.inflight++ === 0 && !this.busy) this.setBusy(true);
       if (stop !== undefined) this.watch(id, p, stop);
+      if (!this.polling && POLL_MICROS > 0) this.pollSoon();
     });
   }
 
@@ -258,6 +286,45 @@ export class Requests {
     this.setBusy(false);
   };
 
+  /** A request was sent: poll for its result a few microtasks later, unless recent polls
+   * found nothing or the event loop has not turned for a while. */
+  private pollSoon(): void {
+    if (this.pollSkips > 0) {
+      this.pollSkips--;
+      return;
+    }
+    if (this.polledInARow >= POLL_STREAK) return;
+    this.polling = true;
+    this.pollHops = POLL_HOPS;
+    queueMicrotask(this.pollHop);
+  }
+
+  private readonly pollHop = (): void => {
+    if (--this.pollHops > 0) {
+      queueMicrotask(this.pollHop);
+      return;
+    }
+    this.polling = false;
+    if (this.inflight === 0) return;
+    let batch: unknown[] | undefined;
+    try {
+      batch = this.native?.deref()?.takeCompletions(POLL_MICROS);
+    } catch {
+      // Polling is only a faster way to take results: the event loop still delivers every
+      // one, so a database whose poll fails (a bug) just stops polling.
+      this.pollSkips = Infinity;
+      return;
+    }
+    if (batch === undefined) {
+      this.pollSkips = this.pollBackoff;
+      this.pollBackoff = Math.min(this.pollBackoff * 2, POLL_BACKOFF_MAX);
+      return;
+    }
+    this.pollBackoff = POLL_BACKOFF;
+    this.polledInARow++;
+    this.deliverAll(batch);
+  };
+
   get idle(): boolean {
     return this.inflight === 0;
   }
@@ -273,8 +340,14 @@ export class Requests {
     }
   }
 
-  /** Called by the addon with `[id, status, payload, id, status, payload, ...]`. */
+  /** Called by the addon from the event loop with `[id, status, payload, id, status,
+   * payload, ...]`. */
   readonly onComplete = (batch: unknown[]): void => {
+    this.polledInARow = 0;
+    this.deliverAll(batch);
+  };
+
+  private deliverAll(batch: unknown[]): void {
     for (let i = 0; i < batch.length; i += 3) {
       try {
         this.deliver(batch, i);
@@ -285,7 +358,7 @@ export class Requests {
         rethrowLater(err);
       }
     }
-  };
+  }
 
   private deliver(batch: unknown[], i: number): void {
     const id = batch[i] as number;

@@ -1,6 +1,8 @@
 // The JavaScript thread stays free while SQLite works: a slow query does not hold up timers.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
 import { COUNT_TO, calibrateCount, openMemory } from './fixtures/helpers.mjs';
 
 // Generous bound: the point is "not blocked for the query's duration" (~300 ms), not a benchmark.
@@ -69,4 +71,64 @@ test('slow writes on the writer thread do not delay timers either', async (t) =>
     assert.equal(r.changes, n);
   });
   assert.ok(m.maxGap < MAX_GAP_MS, `max gap between 1 ms ticks was ${m.maxGap.toFixed(1)} ms`);
+});
+
+// The JS thread polls briefly for the result of a request it has just sent (experiment 019).
+// Count what the addon's poll returns through its prototype.
+function countPolls(t, replace) {
+  const { NativeDatabase } = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const take = NativeDatabase.prototype.takeCompletions;
+  const counts = { calls: 0, taken: 0 };
+  NativeDatabase.prototype.takeCompletions = function (micros) {
+    counts.calls++;
+    const batch = replace ? replace() : take.call(this, micros);
+    if (batch !== undefined) counts.taken++;
+    return batch;
+  };
+  const restore = () => {
+    NativeDatabase.prototype.takeCompletions = take;
+  };
+  t.after(restore);
+  return { counts, restore };
+}
+
+test('an awaited loop of fast queries takes results by polling, and still lets the event loop turn', async (t) => {
+  const { counts } = countPolls(t);
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(a)');
+  await db.executeBatch('INSERT INTO t VALUES (?)', Array.from({ length: 50 }, (_, i) => [i]));
+  let turns = 0;
+  let stop = false;
+  const turn = () => {
+    turns++;
+    if (!stop) setImmediate(turn);
+  };
+  setImmediate(turn);
+  const n = 600;
+  for (let i = 0; i < n; i++) assert.equal((await db.selectOne('SELECT a FROM t WHERE a = ?', [i % 50])).a, i % 50);
+  stop = true;
+  t.diagnostic(`${counts.taken} of ${counts.calls} polls took a result; the loop turned ${turns} times`);
+  if (availableParallelism() > 1) {
+    assert.ok(counts.calls > 0, 'the JS thread polled for results');
+    // Each poll that takes a result skips an event-loop turn; after a streak of them the loop
+    // must turn once, so timers and I/O are never starved by an awaited loop.
+    assert.ok(turns >= Math.floor(counts.taken / 33), `the event loop turned ${turns} times for ${counts.taken} polled results`);
+  } else {
+    assert.equal(counts.calls, 0, 'no polling on a single CPU');
+  }
+  assert.ok(turns > 0, 'the event loop turned during the loop');
+});
+
+test('results still arrive when a poll finds nothing or fails', async (t) => {
+  for (const replace of [() => undefined, () => { throw new Error('a failing poll'); }]) {
+    const { counts, restore } = countPolls(t, replace);
+    const db = await openMemory(t);
+    await db.execute('CREATE TABLE t(a)');
+    for (let i = 0; i < 40; i++) await db.execute('INSERT INTO t VALUES (?)', [i]);
+    const rows = await Promise.all(Array.from({ length: 40 }, (_, i) => db.selectOne('SELECT a FROM t WHERE a = ?', [i])));
+    assert.deepStrictEqual(rows.map((r) => r.a), Array.from({ length: 40 }, (_, i) => i));
+    assert.equal(counts.taken, 0);
+    await db.close();
+    restore();
+  }
 });

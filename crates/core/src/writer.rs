@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::hooks::{ChangeSet, ChangeTracker};
 use crate::query::{self, ReadFormat};
 use crate::connection::{Cipher, Key, Location, OpenOptions};
-use crate::reader::{ReaderMsg, RekeyGate};
+use crate::reader::{poll, ReaderMsg, RekeyGate};
 use crate::value::Params;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use rusqlite::Connection;
@@ -112,6 +112,11 @@ pub(crate) struct Writer {
     /// Where backups find the key the file has now (see backup.rs).
     key_slot: Option<crate::backup::KeySlot>,
 }
+
+/// How long the writer polls its queue after a request before it parks, as the readers do
+/// (docs/experiments/003-reader-spin.md): the next statement of a transaction body, or the
+/// next insert of an awaited loop, then finds it awake (docs/experiments/016-writer-spin.md).
+const WRITER_SPIN: std::time::Duration = std::time::Duration::from_micros(30);
 
 impl Writer {
     #[allow(clippy::too_many_arguments)]
@@ -237,7 +242,11 @@ impl Writer {
                 return m;
             }
             loop {
-                let m = queue.recv().ok()?;
+                let m = match poll(queue, WRITER_SPIN) {
+                    Ok(m) => m,
+                    Err(TryRecvError::Disconnected) => return None,
+                    Err(TryRecvError::Empty) => queue.recv().ok()?,
+                };
                 if mine(&m) || matches!(m, WriterMsg::Abandon(_)) {
                     return Some(m);
                 }
@@ -249,7 +258,7 @@ impl Writer {
             self.publish_deferred();
             return Some(m);
         }
-        match queue.try_recv() {
+        match poll(queue, WRITER_SPIN) {
             Ok(m) => Some(m),
             Err(TryRecvError::Disconnected) => None,
             Err(TryRecvError::Empty) => {
