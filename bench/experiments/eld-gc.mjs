@@ -49,6 +49,6 @@ await db.close();
 rmSync(copy, { force: true });
 for (const ext of ['-wal', '-shm']) rmSync(copy + ext, { force: true });
 const ms = (v) => Math.max(0, v / 1e6 - 1).toFixed(2);
-const kinds = { 1: 'major', 2: 'minor', 4: 'incremental', 8: 'weakcb' };
+const kinds = { 1: 'minor (scavenge)', 4: 'major', 8: 'incremental', 16: 'weakcb' };
 const gcs = [...gc].map(([k, g]) => `${kinds[k] ?? k}: ${g.n} x, total ${g.total.toFixed(1)} ms, max ${g.max.toFixed(2)} ms`).join('; ');
 console.log(`qps ${(q / Number(seconds)).toFixed(0)} eld p50 ${ms(h.percentile(50))} p99 ${ms(h.percentile(99))} max ${ms(h.max)} ms; max touch ${maxTurn.toFixed(2)} ms; gc ${gcs} (${sink > 0})`);
