@@ -105,7 +105,7 @@ const IDLE_HOPS = 16;
  * microtasks queued after the send have run: taking a fast result this way costs less than
  * sleeping in the event loop and being woken for it (experiment 019). 0 on a single CPU,
  * where polling would only keep the thread that does the work from running. */
-const POLL_MICROS = availableParallelism() > 1 ? 30 : 0;
+const POLL_MICROS = availableParallelism() > 1 ? 100 : 0;
 /** Microtask hops after a send before polling: an awaiting caller's continuation has run by
  * then, so a request it sends next is in flight too. */
 const POLL_HOPS = 3;
