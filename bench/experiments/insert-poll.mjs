@@ -24,7 +24,8 @@ NativeDatabase.prototype.takeCompletions = function (us) {
 };
 const copy = `/tmp/insert-poll-${process.pid}.db`;
 copyFileSync(file, copy);
-const db = await Database.open(copy);
+// OPTS: open options as JSON (e.g. the bench's pragmas), defaults otherwise.
+const db = await Database.open(copy, process.env.OPTS ? JSON.parse(process.env.OPTS) : undefined);
 const sql = INSERT_ITEM('writes');
 const rnd = prng(7);
 const mainNs = () => Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]);
