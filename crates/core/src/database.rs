@@ -32,7 +32,7 @@ pub struct Database {
     /// Readers running something now (diagnostics).
     busy: Arc<AtomicUsize>,
     /// Writes the writer set aside behind a transaction (diagnostics).
-    deferred_writes: Arc<AtomicUsize>,
+    waiting_writes: Arc<AtomicUsize>,
     /// The key the file is encrypted with now (for backups; see backup.rs).
     key: crate::backup::KeySlot,
     catalog: Arc<crate::functions::Catalog>,
@@ -106,8 +106,8 @@ impl Database {
         let thread_iterators = iterators.clone();
         let busy = Arc::new(AtomicUsize::new(0));
         let thread_busy = busy.clone();
-        let deferred_writes = Arc::new(AtomicUsize::new(0));
-        let thread_deferred = deferred_writes.clone();
+        let waiting_writes = Arc::new(AtomicUsize::new(0));
+        let thread_waiting = waiting_writes.clone();
         let catalog = opts.catalog.clone();
         let inline_opts = OpenOptions { encryption: None, ..opts.clone() };
         let location = Location::resolve(&opts.path)?;
@@ -165,7 +165,7 @@ impl Database {
                             reopen,
                             thread_iterators,
                         )
-                        .map(|w| w.with_key_slot(thread_key).with_deferred_gauge(thread_deferred))
+                        .map(|w| w.with_key_slot(thread_key).with_waiting_gauge(thread_waiting))
                     }
                     Err(e) => Err(e),
                 };
@@ -206,7 +206,7 @@ impl Database {
             cancellation,
             iterators,
             busy,
-            deferred_writes,
+            waiting_writes,
             key,
             catalog,
             inline_opts,
@@ -274,7 +274,10 @@ impl Database {
         }
         let ticket = job.cancellable.then(|| self.cancellation.register(job.id));
         let id = job.id;
+        // Counted before it can be seen by the writer, which counts it down as it starts it.
+        self.waiting_writes.fetch_add(1, Ordering::AcqRel);
         self.writer.send(WriterMsg::Job(job, ticket)).map_err(|e| {
+            self.waiting_writes.fetch_sub(1, Ordering::AcqRel);
             if let WriterMsg::Job(_, Some(t)) = e.0 {
                 self.cancellation.unregister(id, &t);
             }
@@ -352,7 +355,7 @@ impl Database {
             readers_busy: self.busy.load(Ordering::Acquire) as u32,
             queued_reads: self.readers.len() as u32,
             // Waiting in the channel, or set aside by the writer behind a transaction.
-            queued_writes: (self.writer.len() + self.deferred_writes.load(Ordering::Acquire)) as u32,
+            queued_writes: self.waiting_writes.load(Ordering::Acquire) as u32,
             live_groups: groups as u32,
             live_subscribers: subscribers as u32,
             live_reruns: reruns,

@@ -95,8 +95,10 @@ pub(crate) struct Writer {
     held_by: Option<TxId>,
     watch: Arc<Watch>,
     deferred: VecDeque<WriterMsg>,
-    /// `deferred.len()` for `diagnostics().queuedWrites` (read on the JS thread).
-    deferred_gauge: Arc<std::sync::atomic::AtomicUsize>,
+    /// Jobs sent and not yet started, for `diagnostics().queuedWrites`: `Database::write`
+    /// counts one up before it sends, the writer counts it down as it starts the job. (The
+    /// channel's length plus `deferred.len()` misses a job between the two.)
+    waiting: Arc<std::sync::atomic::AtomicUsize>,
     schema_version: i64,
     /// The writer's `PRAGMA data_version`: it moves only when another connection commits.
     data_version: Option<i64>,
@@ -152,7 +154,7 @@ impl Writer {
             held_by: None,
             watch,
             deferred: VecDeque::new(),
-            deferred_gauge: Default::default(),
+            waiting: Default::default(),
             schema_version,
             data_version: Some(data_version),
             external_checkpoints,
@@ -169,20 +171,17 @@ impl Writer {
         self
     }
 
-    /// Where the number of requests set aside behind a transaction is published.
-    pub(crate) fn with_deferred_gauge(mut self, gauge: Arc<std::sync::atomic::AtomicUsize>) -> Self {
-        self.deferred_gauge = gauge;
+    /// The count of jobs sent and not yet started (see `waiting`).
+    pub(crate) fn with_waiting_gauge(mut self, gauge: Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        self.waiting = gauge;
         self
-    }
-
-    fn publish_deferred(&self) {
-        self.deferred_gauge.store(self.deferred.len(), std::sync::atomic::Ordering::Release);
     }
 
     pub fn run(mut self, queue: Receiver<WriterMsg>) {
         while let Some(msg) = self.next(&queue) {
             match msg {
                 WriterMsg::Job(job, ticket) => {
+                    self.waiting.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                     let id = job.id;
                     let watch = self.watch.clone();
                     let result = match watch.start(id, ticket) {
@@ -212,8 +211,8 @@ impl Writer {
                 WriterMsg::CheckExternalChanges => self.check_external_changes(),
                 WriterMsg::Stop(countdown) | WriterMsg::Abandon(countdown) => {
                     self.held_by = None;
-                    self.deferred.clear();
-                    self.publish_deferred();
+                    let dropped = self.deferred.drain(..).filter(|m| matches!(m, WriterMsg::Job(..))).count();
+                    self.waiting.fetch_sub(dropped, std::sync::atomic::Ordering::AcqRel);
                     if !self.conn.is_autocommit() {
                         let _ = self.conn.execute_batch("ROLLBACK");
                     }
@@ -237,9 +236,7 @@ impl Writer {
         if let Some(tx) = self.held_by {
             let mine = |m: &WriterMsg| matches!(m, WriterMsg::Job(j, _) if j.tx == Some(tx));
             if let Some(pos) = self.deferred.iter().position(mine) {
-                let m = self.deferred.remove(pos);
-                self.publish_deferred();
-                return m;
+                return self.deferred.remove(pos);
             }
             loop {
                 let m = match poll(queue, WRITER_SPIN) {
@@ -251,11 +248,9 @@ impl Writer {
                     return Some(m);
                 }
                 self.deferred.push_back(m);
-                self.publish_deferred();
             }
         }
         if let Some(m) = self.deferred.pop_front() {
-            self.publish_deferred();
             return Some(m);
         }
         match poll(queue, WRITER_SPIN) {

@@ -179,3 +179,29 @@ fn execute_may_not_leave_a_transaction_open() {
     );
     h.close();
 }
+
+/// `queued_writes` counts a request from its send until the writer starts it: a request the
+/// writer has taken off its channel, on its way to the set-aside queue behind a transaction,
+/// is still waiting. (CI saw 1 here once; the JS test of it is in 29-diagnostics.)
+#[test]
+fn queued_writes_counts_each_waiting_request_exactly() {
+    let h = open(1);
+    h.exec("CREATE TABLE t(x)");
+    let mut seen = std::collections::BTreeMap::new();
+    for round in 0..3000u32 {
+        let tx = round + 1;
+        h.begin(tx);
+        let waiting = [h.send_exec(None, "INSERT INTO t VALUES (1)"), h.send_exec(None, "INSERT INTO t VALUES (2)")];
+        let id = h.id();
+        h.db().diagnostics(id).expect("diagnostics");
+        let Output::Diagnostics(d) = h.wait(id).expect("diagnostics") else { panic!("not diagnostics") };
+        *seen.entry(d.queued_writes).or_insert(0u32) += 1;
+        let commit = h.send_write(Some(tx), WriteKind::Commit);
+        h.wait(commit).expect("commit");
+        for w in waiting {
+            h.wait(w).expect("insert");
+        }
+    }
+    assert_eq!(seen.keys().copied().collect::<Vec<_>>(), vec![2], "queued_writes per round: {seen:?}");
+    h.close();
+}
