@@ -1,7 +1,9 @@
 // Interleaved A/B of request-cost.mjs: variants run in alternating order, each round a fresh
 // process per variant; prints the median per case and measure.
 //   node bench/experiments/ab-request-cost.mjs <rounds> <cases> <ms> <name=root[:ENV=V,...]> ...
-import { spawnSync } from 'node:child_process';
+// HOG=1: a busy-looping process runs beside every measured one, so that the JS thread and the
+// native thread it waits for share the other CPU (experiment 025).
+import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 const [rounds, cases, ms, ...specs] = process.argv.slice(2);
 const script = fileURLToPath(new URL('./request-cost.mjs', import.meta.url));
@@ -16,7 +18,9 @@ const variants = specs.map((s) => {
 for (let r = 0; r < Number(rounds); r++) {
   const order = r % 2 === 0 ? variants : [...variants].reverse();
   for (const v of order) {
+    const hog = process.env.HOG ? spawn(process.execPath, ['-e', 'for (;;);'], { stdio: 'ignore' }) : null;
     const p = spawnSync(process.execPath, [script, v.root, cases, ms], { env: { ...process.env, ...v.env, JSON_OUT: '' }, encoding: 'utf8' });
+    hog?.kill();
     if (p.status !== 0) throw new Error(p.stderr);
     const out = {};
     for (const line of p.stdout.trim().split('\n')) {

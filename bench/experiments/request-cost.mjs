@@ -26,10 +26,12 @@ native.NativeDatabase.prototype.keepAlive = function (on) {
 
 const dir = mkdtempSync(join(tmpdir(), 'qs-reqcost-'));
 const inline = process.env.INLINE;
-const db = await Database.open(
-  join(dir, 'r.db'),
-  inline ? { inlineReads: inline === '1' ? true : { budgetUs: Number(inline) } } : undefined,
-);
+// READERS=n: that many reader connections (default: the library's).
+const readers = process.env.READERS ? { readers: Number(process.env.READERS) } : {};
+const db = await Database.open(join(dir, 'r.db'), {
+  ...readers,
+  ...(inline ? { inlineReads: inline === '1' ? true : { budgetUs: Number(inline) } } : {}),
+});
 const N = 10000;
 await db.execute('CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT, price REAL)');
 await db.execute('CREATE TABLE writes(id INTEGER PRIMARY KEY, name TEXT, price REAL)');

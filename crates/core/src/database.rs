@@ -32,7 +32,7 @@ pub struct Database {
     /// Readers running something now (diagnostics).
     busy: Arc<AtomicUsize>,
     /// Writes the writer set aside behind a transaction (diagnostics).
-    waiting_writes: Arc<AtomicUsize>,
+    writes: WriteGauges,
     /// The key the file is encrypted with now (for backups; see backup.rs).
     key: crate::backup::KeySlot,
     catalog: Arc<crate::functions::Catalog>,
@@ -106,8 +106,8 @@ impl Database {
         let thread_iterators = iterators.clone();
         let busy = Arc::new(AtomicUsize::new(0));
         let thread_busy = busy.clone();
-        let waiting_writes = Arc::new(AtomicUsize::new(0));
-        let thread_waiting = waiting_writes.clone();
+        let writes = WriteGauges::default();
+        let thread_writes = writes.clone();
         let catalog = opts.catalog.clone();
         let inline_opts = OpenOptions { encryption: None, ..opts.clone() };
         let location = Location::resolve(&opts.path)?;
@@ -165,7 +165,7 @@ impl Database {
                             reopen,
                             thread_iterators,
                         )
-                        .map(|w| w.with_key_slot(thread_key).with_waiting_gauge(thread_waiting))
+                        .map(|w| w.with_key_slot(thread_key).with_gauges(thread_writes))
                     }
                     Err(e) => Err(e),
                 };
@@ -206,7 +206,7 @@ impl Database {
             cancellation,
             iterators,
             busy,
-            waiting_writes,
+            writes,
             key,
             catalog,
             inline_opts,
@@ -275,9 +275,11 @@ impl Database {
         let ticket = job.cancellable.then(|| self.cancellation.register(job.id));
         let id = job.id;
         // Counted before it can be seen by the writer, which counts it down as it starts it.
-        self.waiting_writes.fetch_add(1, Ordering::AcqRel);
+        self.writes.waiting.fetch_add(1, Ordering::AcqRel);
+        self.writes.unfinished.fetch_add(1, Ordering::AcqRel);
         self.writer.send(WriterMsg::Job(job, ticket)).map_err(|e| {
-            self.waiting_writes.fetch_sub(1, Ordering::AcqRel);
+            self.writes.waiting.fetch_sub(1, Ordering::AcqRel);
+            self.writes.unfinished.fetch_sub(1, Ordering::AcqRel);
             if let WriterMsg::Job(_, Some(t)) = e.0 {
                 self.cancellation.unregister(id, &t);
             }
@@ -355,7 +357,7 @@ impl Database {
             readers_busy: self.busy.load(Ordering::Acquire) as u32,
             queued_reads: self.readers.len() as u32,
             // Waiting in the channel, or set aside by the writer behind a transaction.
-            queued_writes: self.waiting_writes.load(Ordering::Acquire) as u32,
+            queued_writes: self.writes.waiting.load(Ordering::Acquire) as u32,
             live_groups: groups as u32,
             live_subscribers: subscribers as u32,
             live_reruns: reruns,
@@ -447,6 +449,24 @@ impl Database {
     /// What ends this database if its owner disappears (see `Abandoner`).
     pub fn abandoner(&self) -> Abandoner {
         self.abandoner.clone()
+    }
+}
+
+/// Counts of the writes sent to the writer, kept where both threads see them.
+#[derive(Clone, Default)]
+pub(crate) struct WriteGauges {
+    /// Sent and not yet started: counted up before the send, down as the writer starts it
+    /// (`diagnostics().queuedWrites`).
+    pub waiting: Arc<AtomicUsize>,
+    /// Sent and not yet completed.
+    pub unfinished: Arc<AtomicUsize>,
+}
+
+impl Database {
+    /// Whether a write is queued or running: a wait for a result may then be a wait for the
+    /// writer (see spin.rs).
+    pub fn writes_unfinished(&self) -> bool {
+        self.writes.unfinished.load(Ordering::Acquire) > 0
     }
 }
 

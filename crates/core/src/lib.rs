@@ -28,6 +28,7 @@ pub mod json;
 pub mod live;
 pub mod query;
 pub mod reader;
+pub mod spin;
 pub mod statement_rules;
 pub mod statements;
 pub mod value;

@@ -141,7 +141,7 @@ const SPIN_WINDOW: std::time::Duration = std::time::Duration::from_micros(30);
 /// The next message: poll for `spin` first (a request that follows quickly is then taken
 /// without the cost of waking a parked thread), then block.
 fn next_message(queue: &Receiver<ReaderMsg>, spin: std::time::Duration) -> Option<ReaderMsg> {
-    match poll(queue, spin) {
+    match poll(queue, spin, false) {
         Ok(m) => Some(m),
         Err(crossbeam_channel::TryRecvError::Disconnected) => None,
         Err(crossbeam_channel::TryRecvError::Empty) => queue.recv().ok(),
@@ -151,18 +151,23 @@ fn next_message(queue: &Receiver<ReaderMsg>, spin: std::time::Duration) -> Optio
 /// Polls `queue` for up to `spin` (at least once): the readers' and the writer's wait before
 /// they park. On a single CPU it only polls once: spinning there would keep the thread that
 /// sends the next request from running.
-pub(crate) fn poll<T>(queue: &Receiver<T>, spin: std::time::Duration) -> Result<T, crossbeam_channel::TryRecvError> {
+pub(crate) fn poll<T>(
+    queue: &Receiver<T>,
+    spin: std::time::Duration,
+    yield_first: bool,
+) -> Result<T, crossbeam_channel::TryRecvError> {
     static SEVERAL_CPUS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let several = *SEVERAL_CPUS.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1));
-    let until = std::time::Instant::now() + if several { spin } else { std::time::Duration::ZERO };
-    loop {
-        match queue.try_recv() {
-            Err(crossbeam_channel::TryRecvError::Empty) if std::time::Instant::now() < until => {
-                std::hint::spin_loop()
-            }
-            other => return other,
+    let window = if several { spin } else { std::time::Duration::ZERO };
+    let mut outcome = Err(crossbeam_channel::TryRecvError::Empty);
+    crate::spin::spin_until(window, yield_first && several, || match queue.try_recv() {
+        Err(crossbeam_channel::TryRecvError::Empty) => None,
+        other => {
+            outcome = other;
+            Some(())
         }
-    }
+    });
+    outcome
 }
 
 /// Counts a reader as busy while it holds one (`diagnostics().readersBusy`).

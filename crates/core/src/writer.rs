@@ -99,6 +99,9 @@ pub(crate) struct Writer {
     /// counts one up before it sends, the writer counts it down as it starts the job. (The
     /// channel's length plus `deferred.len()` misses a job between the two.)
     waiting: Arc<std::sync::atomic::AtomicUsize>,
+    /// Jobs sent and not yet completed: while there are any, the JS thread's wait for a result
+    /// begins with a yield (see spin.rs).
+    unfinished: Arc<std::sync::atomic::AtomicUsize>,
     schema_version: i64,
     /// The writer's `PRAGMA data_version`: it moves only when another connection commits.
     data_version: Option<i64>,
@@ -155,6 +158,7 @@ impl Writer {
             watch,
             deferred: VecDeque::new(),
             waiting: Default::default(),
+            unfinished: Default::default(),
             schema_version,
             data_version: Some(data_version),
             external_checkpoints,
@@ -171,9 +175,10 @@ impl Writer {
         self
     }
 
-    /// The count of jobs sent and not yet started (see `waiting`).
-    pub(crate) fn with_waiting_gauge(mut self, gauge: Arc<std::sync::atomic::AtomicUsize>) -> Self {
-        self.waiting = gauge;
+    /// The counts of jobs sent and not yet started (see `waiting`), and not yet completed.
+    pub(crate) fn with_gauges(mut self, gauges: crate::database::WriteGauges) -> Self {
+        self.waiting = gauges.waiting;
+        self.unfinished = gauges.unfinished;
         self
     }
 
@@ -185,7 +190,11 @@ impl Writer {
                     let id = job.id;
                     let watch = self.watch.clone();
                     let result = match watch.start(id, ticket) {
-                        Start::Skip => continue,
+                        Start::Skip => {
+                            // Cancelled while queued: it completed without running.
+                            self.unfinished.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                            continue;
+                        }
                         Start::Stopped => self.refuse_for_stop(job),
                         Start::Run(running) => {
                             let result = catch_unwind(AssertUnwindSafe(|| {
@@ -206,6 +215,7 @@ impl Writer {
                     };
                     // The request resolves before any live query can emit its effect.
                     self.sink.complete(Completion { id, result });
+                    self.unfinished.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                     self.publish_changes();
                 }
                 WriterMsg::CheckExternalChanges => self.check_external_changes(),
@@ -213,6 +223,7 @@ impl Writer {
                     self.held_by = None;
                     let dropped = self.deferred.drain(..).filter(|m| matches!(m, WriterMsg::Job(..))).count();
                     self.waiting.fetch_sub(dropped, std::sync::atomic::Ordering::AcqRel);
+                    self.unfinished.fetch_sub(dropped, std::sync::atomic::Ordering::AcqRel);
                     if !self.conn.is_autocommit() {
                         let _ = self.conn.execute_batch("ROLLBACK");
                     }
@@ -239,7 +250,7 @@ impl Writer {
                 return self.deferred.remove(pos);
             }
             loop {
-                let m = match poll(queue, WRITER_SPIN) {
+                let m = match poll(queue, WRITER_SPIN, true) {
                     Ok(m) => m,
                     Err(TryRecvError::Disconnected) => return None,
                     Err(TryRecvError::Empty) => queue.recv().ok()?,
@@ -253,7 +264,7 @@ impl Writer {
         if let Some(m) = self.deferred.pop_front() {
             return Some(m);
         }
-        match poll(queue, WRITER_SPIN) {
+        match poll(queue, WRITER_SPIN, true) {
             Ok(m) => Some(m),
             Err(TryRecvError::Disconnected) => None,
             Err(TryRecvError::Empty) => {

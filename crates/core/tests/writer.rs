@@ -205,3 +205,33 @@ fn queued_writes_counts_each_waiting_request_exactly() {
     assert_eq!(seen.keys().copied().collect::<Vec<_>>(), vec![2], "queued_writes per round: {seen:?}");
     h.close();
 }
+
+/// `writes_unfinished` (the JS thread's wait yields while it holds) covers a write from its
+/// send to its completion, including one cancelled while it waited.
+#[test]
+fn writes_unfinished_covers_a_write_from_send_to_completion() {
+    let h = open(1);
+    h.exec("CREATE TABLE t(x)");
+    assert!(!h.db().writes_unfinished());
+    h.begin(1);
+    let waiting = h.send_exec(None, "INSERT INTO t VALUES (1)");
+    let cancelled = h.id();
+    h.db()
+        .write(quietsqlite_core::WriteJob {
+            id: cancelled,
+            tx: None,
+            kind: WriteKind::Execute { sql: "INSERT INTO t VALUES (2)".into(), params: quietsqlite_core::Params::None },
+            cancellable: true,
+        })
+        .expect("queued");
+    h.db().cancel(cancelled);
+    assert!(h.db().writes_unfinished(), "writes wait behind the transaction");
+    let commit = h.send_write(Some(1), WriteKind::Commit);
+    h.wait(commit).expect("commit");
+    h.wait(waiting).expect("insert");
+    // The cancelled one never completes here; the writer passes over it.
+    assert!(eventually(|| !h.db().writes_unfinished()), "nothing is left unfinished");
+    assert_eq!(h.writer_json(None, "SELECT group_concat(x) AS v FROM t"), r#"[{"v":"1"}]"#);
+    assert!(!h.db().writes_unfinished());
+    h.close();
+}

@@ -584,8 +584,10 @@ impl NativeDatabase {
     pub fn take_completions(&self, env: Env, max_micros: u32) -> Result<Unknown<'_>> {
         guard(&env, || {
             let max = Duration::from_micros(u64::from(max_micros.min(1000)));
+            // A write in flight: the result may come from the writer (see core's spin.rs).
+            let yield_first = self.db.writes_unfinished();
             // SAFETY: the JS thread, with this call's env.
-            let taken = unsafe { self.sink.take_within(env.raw(), max) }
+            let taken = unsafe { self.sink.take_within(env.raw(), max, yield_first) }
                 .map_err(|status| napi::Error::from_status(Status::from(status)))?;
             let raw = match taken {
                 Some(array) => array,

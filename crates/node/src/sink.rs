@@ -10,7 +10,7 @@ use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 struct Queue {
     items: Vec<Completion>,
@@ -98,15 +98,9 @@ impl NodeSink {
     ///
     /// # Safety
     /// On the JS thread, with the env of the current call.
-    pub unsafe fn take_within(&self, env: sys::napi_env, max: Duration) -> NapiResult<Option<sys::napi_value>> {
-        let start = Instant::now();
-        let mut spins: u32 = 0;
-        while !self.queued.load(Ordering::Acquire) {
-            spins = spins.wrapping_add(1);
-            if spins % 64 == 0 && start.elapsed() >= max {
-                return Ok(None);
-            }
-            std::hint::spin_loop();
+    pub unsafe fn take_within(&self, env: sys::napi_env, max: Duration, yield_first: bool) -> NapiResult<Option<sys::napi_value>> {
+        if quietsqlite_core::spin::spin_until(max, yield_first, || self.queued.load(Ordering::Acquire).then_some(())).is_none() {
+            return Ok(None);
         }
         let batch = self.drain();
         if batch.is_empty() {
