@@ -214,8 +214,9 @@ impl Writer {
                         }
                     };
                     // The request resolves before any live query can emit its effect.
-                    self.sink.complete(Completion { id, result });
+                    // Counted down first: whoever sees the completion sees the count without it.
                     self.unfinished.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    self.sink.complete(Completion { id, result });
                     self.publish_changes();
                 }
                 WriterMsg::CheckExternalChanges => self.check_external_changes(),
