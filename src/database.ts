@@ -135,8 +135,6 @@ export class Database implements Executor, TransactionHost, StatementHost {
   #closing: Promise<void> | undefined;
   #forceClosing = false;
   #nextTx = 1;
-  /** BEGINs sent that the writer has not run yet (see transaction()). */
-  #beginsPending = 0;
   /** What live queries need from this database. */
   readonly #liveHost: LiveHost;
   /** The transaction holding the writer, with the means to cancel it (forced close). */
@@ -703,63 +701,33 @@ export class Database implements Executor, TransactionHost, StatementHost {
     const { mode, signal } = transactionOptions(options);
     signal?.throwIfAborted();
 
-    // With no other transaction running or waiting, the body starts at once, while BEGIN
-    // waits for its turn on the writer: its statements queue behind BEGIN, and the writer
-    // refuses them if BEGIN fails (it holds no transaction of that id). That saves a round
-    // trip per transaction (docs/experiments/026-pipelined-begin.md). Behind another
-    // transaction, the body waits for BEGIN: it never runs while it waits for the writer.
-    const waitFirst = this.#running !== undefined || this.#beginsPending > 0;
-    const { txId, begun } = this.#sendBegin(mode);
-    if (waitFirst) await this.#awaitBegin(txId, begun, signal);
+    const txId = await this.#beginOnWriter(mode, signal);
     const tx = new Transaction(this, txId, 0, undefined, signal === undefined ? NO_SIGNALS : [signal]);
     let cancel!: (reason: unknown) => void;
     const cancelled = new Promise<never>((_, reject) => (cancel = reject));
     cancelled.catch(() => {});
     let settle!: () => void;
     const settled = new Promise<void>((resolve) => (settle = resolve));
-    let finished = false;
-    let began = waitFirst;
-    if (waitFirst) this.#running = { tx, cancel, settled };
-    let beginFailure: { error: unknown } | undefined;
-    const beginSettled = begun.then(
-      () => {
-        if (began) return;
-        began = true;
-        if (!finished) this.#running = { tx, cancel, settled };
-      },
-      (error: unknown) => {
-        // The cause the caller must see (the body's statements fail as "already ended").
-        beginFailure = { error };
-        cancel(error);
-      },
-    );
+    this.#running = { tx, cancel, settled };
     try {
       signal?.throwIfAborted();
-      // A forced close may have begun before this transaction was sent or while it waited.
+      // A forced close may have begun while this transaction waited for the writer.
       if (this.#forceClosing) throw closedError('the database was closed with force before this transaction began');
       const result = await raceBody(() => runInContext(this, tx, () => body(tx)), signal, cancelled);
       // Nested bodies the body started but did not await are part of this transaction.
       await raceBody(() => tx.drained(), signal, cancelled);
-      await beginSettled;
-      if (beginFailure !== undefined) throw beginFailure.error;
       tx.end();
       await this.#write<void>(Kind.Done, 'object', (id) => this.#native.commit(id, txId));
       return result;
-    } catch (caught) {
-      const err = beginFailure !== undefined ? beginFailure.error : caught;
+    } catch (err) {
       if (tx.active) {
         tx.end();
         // The body's error is what the caller must see; a rollback can only fail here when
-        // the connection is already gone, which the next request reports. Aborted before
-        // BEGIN has run (waiting behind queued writes), the caller hears now: the rollback
-        // follows BEGIN when its turn comes, and nothing of the transaction is committed.
-        const rolledBack = this.#write<void>(Kind.Done, 'object', (id) => this.#native.rollback(id, txId)).catch(() => {});
-        const abortedWaiting = !began && signal?.aborted === true && err === signal.reason;
-        if (!abortedWaiting) await rolledBack;
+        // the connection is already gone, which the next request reports.
+        await this.#write<void>(Kind.Done, 'object', (id) => this.#native.rollback(id, txId)).catch(() => {});
       }
       throw err;
     } finally {
-      finished = true;
       if (this.#running?.tx === tx) this.#running = undefined;
       settle();
     }
@@ -813,40 +781,30 @@ export class Database implements Executor, TransactionHost, StatementHost {
     return handle;
   }
 
-  /** Sends BEGIN for a new transaction id; `begun` settles when the writer has run it. */
-  #sendBegin(mode: TransactionMode): { txId: number; begun: Promise<void> } {
+  /** Sends BEGIN and waits for the writer; resolves with the new transaction's id. */
+  async #beginOnWriter(mode: TransactionMode, signal: AbortSignal | undefined): Promise<number> {
     const txId = this.#nextTx;
     this.#nextTx = txId >= 0x7fffffff ? 1 : txId + 1;
     const begun = this.#write<void>(Kind.Done, 'object', (id) => this.#native.begin(id, txId, MODES[mode]));
-    this.#beginsPending++;
-    const done = (): void => void this.#beginsPending--;
-    begun.then(done, done);
-    return { txId, begun };
-  }
-
-  /** Sends BEGIN and waits for the writer; resolves with the new transaction's id. */
-  async #beginOnWriter(mode: TransactionMode, signal: AbortSignal | undefined): Promise<number> {
-    const { txId, begun } = this.#sendBegin(mode);
-    await this.#awaitBegin(txId, begun, signal);
-    return txId;
-  }
-
-  /** Waits for BEGIN to run. Aborted while it waits, the caller hears now; the BEGIN still
-   * runs when its turn comes and is rolled back at once. A failure of either can only mean
-   * the connection is gone, which the next request reports. */
-  async #awaitBegin(txId: number, begun: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
-    if (signal === undefined) return begun;
-    try {
-      await raceBody(() => begun, signal);
-    } catch (err) {
-      if (signal.aborted && err === signal.reason) {
-        begun.then(
-          () => this.#write<void>(Kind.Done, 'object', (id) => this.#native.rollback(id, txId)).catch(() => {}),
-          () => {},
-        );
+    if (signal === undefined) {
+      await begun;
+    } else {
+      try {
+        await raceBody(() => begun, signal);
+      } catch (err) {
+        if (signal.aborted && err === signal.reason) {
+          // Aborted while waiting for the writer: the caller hears now; the BEGIN still
+          // runs when its turn comes and is rolled back at once. A failure of either can
+          // only mean the connection is gone, which the next request reports.
+          begun.then(
+            () => this.#write<void>(Kind.Done, 'object', (id) => this.#native.rollback(id, txId)).catch(() => {}),
+            () => {},
+          );
+        }
+        throw err;
       }
-      throw err;
     }
+    return txId;
   }
 
   // ---- live queries ----
@@ -917,8 +875,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
       return this.#closing;
     }
     const force = options?.force === true;
-    // (A body may run before its BEGIN has: `#running` is not set yet then.)
-    if (!force && currentTransaction(this)?.active === true) {
+    if (!force && this.#running !== undefined && currentTransaction(this)?.active === true) {
       // close() waits for the running transaction, whose body would be waiting for close():
       // neither could ever end.
       return rejected(

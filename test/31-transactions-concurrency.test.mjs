@@ -4,9 +4,6 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
 import { SqliteError } from '../dist/index.mjs';
 import { deferred, exitIfStuck, isPending, scratch, settleWithin, sleep, values, within } from './fixtures/tx-helpers.mjs';
 
@@ -393,60 +390,6 @@ test('a signal aborted before the transaction starts: it never begins', { timeou
   // The write queue is free.
   await within(db.execute("INSERT INTO t(v) VALUES ('free')"), 'a write after');
   assert.deepEqual(await values(db), ['free']);
-  await db.close();
-});
-
-// ---- BEGIN sent ahead of the body (docs/experiments/026-pipelined-begin.md) ----
-
-test('with no other transaction, the body starts while BEGIN still waits behind queued writes', { timeout: 10_000 }, async () => {
-  const db = await fresh();
-  // A write that keeps the writer busy for a while: BEGIN queues behind it.
-  const slow = db.execute(
-    'INSERT INTO t(v) SELECT x FROM (WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 300000) SELECT x FROM n)',
-  );
-  let startedBeforeSlowEnded;
-  let started = false;
-  slow.then(() => (startedBeforeSlowEnded = started));
-  const done = db.transaction(async (tx) => {
-    started = true;
-    await tx.execute("INSERT INTO t(v) VALUES ('tx')");
-  });
-  await slow;
-  await done;
-  assert.equal(startedBeforeSlowEnded, true);
-  const [last] = await db.select('SELECT v FROM t ORDER BY rowid DESC LIMIT 1');
-  assert.equal(last.v, 'tx');
-  await db.close();
-});
-
-test('a BEGIN that fails: transaction() rejects with its error and nothing of the body is committed', { timeout: 10_000 }, async () => {
-  const path = tmp.file();
-  const db = await tmp.open(path, { busyTimeout: 50 });
-  await db.execute('CREATE TABLE t(v)');
-  // Another process holds the write lock (in this process, a second copy of SQLite would not
-  // see it: POSIX locks are per process): BEGIN IMMEDIATE gives up after busyTimeout.
-  const holder = spawn(
-    process.execPath,
-    ['-e', "const d = new (require('better-sqlite3'))(process.argv[1]); d.exec('BEGIN IMMEDIATE'); console.log('holding'); process.stdin.once('data', () => { d.exec('ROLLBACK'); d.close(); })", path],
-    { cwd: fileURLToPath(new URL('..', import.meta.url)), stdio: ['pipe', 'pipe', 'inherit'] },
-  );
-  await within(once(holder.stdout, 'data'), 'the other process taking the lock');
-  let statement;
-  const outcome = await db
-    .transaction(async (tx) => {
-      statement = tx.execute("INSERT INTO t(v) VALUES ('body')");
-      await statement;
-    })
-    .catch((e) => e);
-  assert.ok(outcome instanceof SqliteError, String(outcome));
-  assert.equal(outcome.code, 'SQLITE_BUSY');
-  // The body's statement was refused, never run outside a transaction.
-  assert.equal((await statement.catch((e) => e)).code, ENDED);
-  holder.stdin.end('done');
-  await within(once(holder, 'exit'), 'the other process');
-  assert.deepEqual(await values(db), []);
-  await db.execute("INSERT INTO t(v) VALUES ('after')");
-  assert.deepEqual(await values(db), ['after']);
   await db.close();
 });
 
