@@ -31,7 +31,7 @@ pub struct Database {
     iterators: Arc<Iterators>,
     /// Readers running something now (diagnostics).
     busy: Arc<AtomicUsize>,
-    /// Writes the writer set aside behind a transaction (diagnostics).
+    /// Writes sent and not yet started (diagnostics), and sent and not yet completed.
     writes: WriteGauges,
     /// The key the file is encrypted with now (for backups; see backup.rs).
     key: crate::backup::KeySlot,

@@ -149,8 +149,9 @@ fn next_message(queue: &Receiver<ReaderMsg>, spin: std::time::Duration) -> Optio
 }
 
 /// Polls `queue` for up to `spin` (at least once): the readers' and the writer's wait before
-/// they park. On a single CPU it only polls once: spinning there would keep the thread that
-/// sends the next request from running.
+/// they park. With `yield_first`, a first poll that finds nothing is followed by one yield of
+/// the CPU (see spin.rs). On a single CPU it only polls once, and never yields: spinning there
+/// would keep the thread that sends the next request from running.
 pub(crate) fn poll<T>(
     queue: &Receiver<T>,
     spin: std::time::Duration,
