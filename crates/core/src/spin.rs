@@ -1,16 +1,16 @@
 //! Waiting by polling: a thread that expects its next message within microseconds checks for
 //! it instead of parking, and is spared the wake-up (docs/experiments/003, 016, 019).
 //!
-//! A wait may begin by giving the CPU away once (`sched_yield`): when the thread it waits for
-//! shares this CPU (another process keeps the other cores busy), a plain spin would hold the
-//! CPU that thread needs until the scheduler preempts it; with a CPU to itself the yield
-//! returns at once. Only waits on the writer do so: a read wakes a parked reader that then
+//! A wait may give the CPU away once (`sched_yield`) after a first look finds nothing. When
+//! the thread it waits for shares this CPU (another process keeps the other cores busy), a
+//! plain spin would hold the CPU that thread needs until the scheduler preempts it; with a
+//! CPU to itself the yield returns at once. Only waits on the writer do so: a read wakes a parked reader that then
 //! takes the yielded CPU for nothing (docs/experiments/025-spin-yield.md).
 
 use std::time::{Duration, Instant};
 
-/// Calls `probe` until it returns `Some`, for up to `max` (at least once); first gives the CPU
-/// away once if `yield_first`.
+/// Calls `probe` until it returns `Some`, for up to `max` (at least once); with `yield_first`,
+/// gives the CPU away once after the first probe that finds nothing.
 pub fn spin_until<T>(
     max: Duration,
     yield_first: bool,
