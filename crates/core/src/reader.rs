@@ -160,15 +160,11 @@ pub(crate) fn poll<T>(
     static SEVERAL_CPUS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let several = *SEVERAL_CPUS.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1));
     let window = if several { spin } else { std::time::Duration::ZERO };
-    let mut outcome = Err(crossbeam_channel::TryRecvError::Empty);
     crate::spin::spin_until(window, yield_first && several, || match queue.try_recv() {
         Err(crossbeam_channel::TryRecvError::Empty) => None,
-        other => {
-            outcome = other;
-            Some(())
-        }
-    });
-    outcome
+        other => Some(other),
+    })
+    .unwrap_or(Err(crossbeam_channel::TryRecvError::Empty))
 }
 
 /// Counts a reader as busy while it holds one (`diagnostics().readersBusy`).
