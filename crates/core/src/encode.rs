@@ -90,6 +90,7 @@ pub struct RowEncoder {
 
 impl RowEncoder {
     pub fn new<'a>(names: impl Iterator<Item = &'a str>) -> Self {
+        let Sections { tags, nums, bigs, text, row_chunks, cell_chunks, blobs } = Sections::take();
         let mut buf = Vec::new();
         let mut cols = 0;
         for n in names {
@@ -100,16 +101,16 @@ impl RowEncoder {
         RowEncoder {
             cols,
             names: buf,
-            tags: Vec::new(),
-            nums: Vec::new(),
-            bigs: Vec::new(),
-            text: Vec::new(),
-            row_chunks: Vec::new(),
-            cell_chunks: Vec::new(),
+            tags,
+            nums,
+            bigs,
+            text,
+            row_chunks,
+            cell_chunks,
             open: None,
             text_units: 0,
             ascii: true,
-            blobs: Vec::new(),
+            blobs,
             rows: 0,
         }
     }
@@ -258,6 +259,76 @@ impl RowEncoder {
         out.extend_from_slice(&self.blobs);
         debug_assert_eq!(out.len(), len);
         EncodedRows { bytes: out, rows: self.rows }
+    }
+}
+
+impl Drop for RowEncoder {
+    /// Hands the section buffers back to this thread for its next result (also when a
+    /// result ends in an error).
+    fn drop(&mut self) {
+        Sections {
+            tags: std::mem::take(&mut self.tags),
+            nums: std::mem::take(&mut self.nums),
+            bigs: std::mem::take(&mut self.bigs),
+            text: std::mem::take(&mut self.text),
+            row_chunks: std::mem::take(&mut self.row_chunks),
+            cell_chunks: std::mem::take(&mut self.cell_chunks),
+            blobs: std::mem::take(&mut self.blobs),
+        }
+        .give_back();
+    }
+}
+
+/// The most section capacity one thread keeps between results. Large results would
+/// otherwise take fresh memory from the system for every result and fault each page in
+/// again (docs/experiments/027-encoder-buffer-reuse.md); this bounds what a thread holds
+/// on to (readers, the writer, the JS thread for inline reads).
+pub const RETAINED_SECTION_BYTES: usize = 4 * 1024 * 1024;
+
+/// A RowEncoder's growable sections, kept per thread between results.
+#[derive(Default)]
+struct Sections {
+    tags: Vec<u8>,
+    nums: Vec<f64>,
+    bigs: Vec<i64>,
+    text: Vec<u8>,
+    row_chunks: Vec<f64>,
+    cell_chunks: Vec<f64>,
+    blobs: Vec<u8>,
+}
+
+thread_local! {
+    static SPARE_SECTIONS: std::cell::Cell<Option<Sections>> = const { std::cell::Cell::new(None) };
+}
+
+impl Sections {
+    /// This thread's spare sections (empty), or new ones: a second encoder open on the same
+    /// thread at once gets new ones.
+    fn take() -> Sections {
+        SPARE_SECTIONS.try_with(|s| s.take()).ok().flatten().unwrap_or_default()
+    }
+
+    fn capacity_bytes(&self) -> usize {
+        self.tags.capacity()
+            + 8 * (self.nums.capacity() + self.bigs.capacity() + self.row_chunks.capacity() + self.cell_chunks.capacity())
+            + self.text.capacity()
+            + self.blobs.capacity()
+    }
+
+    /// Emptied and kept for this thread's next result, unless larger than the bound.
+    fn give_back(mut self) {
+        if self.capacity_bytes() > RETAINED_SECTION_BYTES {
+            return;
+        }
+        self.tags.clear();
+        self.nums.clear();
+        self.bigs.clear();
+        self.text.clear();
+        self.row_chunks.clear();
+        self.cell_chunks.clear();
+        self.blobs.clear();
+        // During thread exit the slot may be gone: the buffers are then just freed.
+        let _ = SPARE_SECTIONS.try_with(|s| s.set(Some(self)));
     }
 }
 
@@ -441,5 +512,47 @@ mod tests {
         let r = e.finish();
         assert_eq!((header(&r.bytes, 5), header(&r.bytes, 6)), (0, 0));
         assert_eq!(r.bytes.len(), HEADER_BYTES + 8 + 1 + 2);
+    }
+
+    fn spare_text_capacity() -> Option<usize> {
+        SPARE_SECTIONS.with(|s| {
+            let spare = s.take();
+            let cap = spare.as_ref().map(|x| x.text.capacity());
+            s.set(spare);
+            cap
+        })
+    }
+
+    #[test]
+    fn a_thread_reuses_its_sections_within_the_bound() {
+        std::thread::spawn(|| {
+            assert_eq!(spare_text_capacity(), None);
+            let mut e = RowEncoder::new(["t"].into_iter());
+            e.push_value(ValueRef::Text(&[b'a'; 1000]));
+            e.end_row();
+            let first = e.finish();
+            // Kept, empty, for the next result, which starts from that capacity.
+            let kept = spare_text_capacity().expect("sections kept");
+            assert!(kept >= 1000);
+            let mut e = RowEncoder::new(["t"].into_iter());
+            assert_eq!(spare_text_capacity(), None, "taken by the open encoder");
+            assert!(e.text.is_empty() && e.text.capacity() == kept);
+            e.push_value(ValueRef::Text(b"b"));
+            e.end_row();
+            let second = e.finish();
+            assert_ne!(first.bytes, second.bytes);
+            // An encoder dropped on an error path gives its sections back too.
+            drop(RowEncoder::new(["t"].into_iter()));
+            assert!(spare_text_capacity().is_some());
+            // Past the bound, nothing is kept.
+            let mut e = RowEncoder::new(["t"].into_iter());
+            let big = vec![b'c'; RETAINED_SECTION_BYTES + 1];
+            e.push_value(ValueRef::Text(&big));
+            e.end_row();
+            drop(e.finish());
+            assert_eq!(spare_text_capacity(), None);
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -29,6 +29,12 @@ const SKIP_CALLS: u32 = 64;
 /// Statements remembered as over budget; the memory is forgotten whole when full.
 const MAX_REMEMBERED: usize = 256;
 
+/// The inline connection's page cache (`PRAGMA cache_size`, negative: KiB) unless the
+/// caller's pragmas set one. A page it misses is read from the file on the JS thread, so it
+/// gets better-sqlite3's default (16 MB) rather than SQLite's 2 MB; it fills only as pages
+/// are read. See docs/experiments/028-inline-page-cache.md.
+pub const INLINE_CACHE_KIB: i64 = 16 * 1024;
+
 /// How reads ended inline (`diagnostics()`): shared with the database.
 #[derive(Debug, Default)]
 pub struct InlineCounts {
@@ -182,6 +188,9 @@ impl InlineReader {
             // A lock held elsewhere (a WAL recovery) is not waited for on this thread: the
             // read fails and a reader runs it, waiting as usual.
             conn.busy_timeout(Duration::ZERO)?;
+            if !self.opts.pragmas.iter().any(|(name, _)| name.eq_ignore_ascii_case("cache_size")) {
+                conn.pragma_update(None, "cache_size", -INLINE_CACHE_KIB)?;
+            }
             let deadline = Arc::new(Deadline { base: Instant::now(), until: AtomicU64::new(u64::MAX), fired: AtomicBool::new(false) });
             let seen = deadline.clone();
             conn.progress_handler(PROGRESS_OPS, Some(move || seen.over()))?;
@@ -243,5 +252,19 @@ mod tests {
         assert!(!inline.wants("SELECT 2", ReadFormat::Json));
         assert!(matches!(inline.run("SELECT 2", &Params::None, ReadFormat::Json).unwrap(), Inline::NotEligible));
         assert!(!inline.is_open());
+    }
+
+    #[test]
+    fn the_page_cache_is_larger_unless_the_caller_chose_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache_of = |inline: &mut InlineReader| -> i64 {
+            inline.connection().unwrap().conn.query_row("PRAGMA cache_size", [], |r| r.get(0)).unwrap()
+        };
+        let (_writer, mut inline) = reader(dir.path(), Duration::from_micros(50));
+        assert_eq!(cache_of(&mut inline), -INLINE_CACHE_KIB);
+        let other = tempfile::tempdir().unwrap();
+        let (_writer, mut chosen) = reader(other.path(), Duration::from_micros(50));
+        chosen.opts.pragmas.push(("Cache_Size".into(), "-500".into()));
+        assert_eq!(cache_of(&mut chosen), -500);
     }
 }
