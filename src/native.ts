@@ -18,9 +18,6 @@ interface Binding {
   DEFAULT_CHUNK_ROWS: number;
   MAX_CHUNK_ROWS: number;
   MAX_INLINE_BUDGET_US: number;
-  COMPLETION_OK: number;
-  COMPLETION_ERROR: number;
-  COMPLETION_PART: number;
   FUNCTION_OP_SCALAR: number;
   FUNCTION_OP_STEP: number;
   FUNCTION_OP_INVERSE: number;

@@ -5,7 +5,7 @@
 
 import { availableParallelism } from 'node:os';
 import { errorFromNative, type NativeErrorDetail } from './errors';
-import { binding, type NativeDatabase } from './native';
+import type { NativeDatabase } from './native';
 import { convertInteger, decodeRows, type IntMode, type RowMode } from './rows';
 
 export const enum Kind {
@@ -31,8 +31,6 @@ interface Pending {
   unwatch: (() => void) | undefined;
   /** Set when a running write was aborted: its outcome decides (see `abort`). */
   abortReason: { reason: unknown } | undefined;
-  /** Rows of a large select that arrived in parts ahead of its completion, decoded. */
-  parts: unknown[][] | undefined;
 }
 
 /** What can cancel a request: abort signals (the call's own, its transactions') and a timeout. */
@@ -96,10 +94,6 @@ export interface Subscriber {
   /** The database is closing. */
   end(): void;
 }
-
-/** A completion's status (crates/node/src/values.rs): the request's value, its error, or a
- * part of a large select's rows, ahead of the completion that settles it (experiment 029). */
-const { COMPLETION_OK, COMPLETION_PART } = binding;
 
 /** Microtasks between the last completion and letting go of the event loop: enough for an
  * await through a few async functions to send the next request first (a loop of awaited
@@ -213,7 +207,6 @@ export class Requests {
         rowMode,
         unwatch: undefined,
         abortReason: undefined,
-        parts: undefined,
       };
       this.pending.set(id, p);
       if (this.inflight++ === 0 && !this.busy) this.setBusy(true);
@@ -369,27 +362,9 @@ export class Requests {
 
   private deliver(batch: unknown[], i: number): void {
     const id = batch[i] as number;
-    const status = batch[i + 1];
-    const ok = status === COMPLETION_OK;
+    const ok = batch[i + 1] === 0;
     const payload = batch[i + 2];
     const p = this.pending.get(id);
-    if (status === COMPLETION_PART) {
-      // Decoded now, while the reader steps the rest. A part of a request already settled
-      // (aborted) is dropped.
-      if (p === undefined) return;
-      try {
-        (p.parts ??= []).push(decodeRows(payload as Buffer, p.rowMode, this.intMode));
-      } catch (err) {
-        // e.g. intMode 'number' meeting an integer beyond 2^53: the request rejects now, and
-        // the rest of its rows need not be stepped.
-        this.pending.delete(id);
-        if (--this.inflight === 0) this.idleSoon();
-        p.unwatch?.();
-        this.native?.deref()?.cancel(id);
-        p.reject(err);
-      }
-      return;
-    }
     if (p === undefined) {
       this.deliverToSubscriber(id, ok, payload);
       return;
@@ -403,8 +378,7 @@ export class Requests {
       return;
     }
     try {
-      const value = this.convert(p.kind, p.rowMode, payload);
-      p.resolve(p.parts === undefined ? value : ([] as unknown[]).concat(...p.parts, value as unknown[]));
+      p.resolve(this.convert(p.kind, p.rowMode, payload));
     } catch (err) {
       // e.g. intMode 'number' meeting an integer beyond 2^53
       p.reject(err);

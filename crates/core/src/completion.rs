@@ -19,9 +19,6 @@ pub enum Output {
     Emission(EncodedRows),
     /// One chunk of an iterator's rows; `done`: it was the last.
     Chunk { rows: EncodedRows, done: bool },
-    /// The first rows of a large `select` that is still running (`query::read_in_parts`):
-    /// more follow with the same id, and its final completion carries the last ones.
-    Part(EncodedRows),
     /// What `Database::diagnostics` reports.
     Diagnostics(Box<crate::diagnostics::Diagnostics>),
     /// Bytes handed over as they are (`serialize`).

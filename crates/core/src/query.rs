@@ -180,60 +180,6 @@ pub fn read(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -
     })
 }
 
-/// A result sent in parts (`read_in_parts`) closes a part once its encoding holds this many
-/// bytes: the JS thread decodes it while the reader steps on (experiment 029). A 1,000-row
-/// result of a table like the benchmark's `items` (about 190 KB) stays whole.
-pub const PART_BYTES: usize = 256 * 1024;
-
-/// `read`, but a rows result without a row limit that grows past PART_BYTES is handed to
-/// `part` in pieces as it is stepped; the returned output holds the rows after the last
-/// piece. Every row goes to exactly one piece, in order; after an error, pieces already
-/// handed over are the caller's to discard.
-pub fn read_in_parts(
-    conn: &Connection,
-    sql: &str,
-    params: &Params,
-    format: ReadFormat,
-    part: &mut dyn FnMut(EncodedRows),
-) -> Result<ReadOutput> {
-    if format != (ReadFormat::Rows { max_rows: None }) {
-        return read(conn, sql, params, format);
-    }
-    under(Rule::Read, || {
-        let mut stmt = prepare(conn, sql)?;
-        check_readonly(&stmt, sql)?;
-        bind(&mut stmt, params).map_err(|e| e.with_sql(sql))?;
-        collect_in_parts(&mut stmt, part).map(ReadOutput::Rows).map_err(|e| e.with_sql(sql))
-    })
-}
-
-/// Steps `stmt` to the end into row encodings of about PART_BYTES each; all but the last go
-/// to `part`. Column names as in `collect`.
-fn collect_in_parts(stmt: &mut rusqlite::Statement<'_>, part: &mut dyn FnMut(EncodedRows)) -> Result<EncodedRows> {
-    let mut rows = stmt.raw_query();
-    let (names, mut enc) = match rows.next()? {
-        None => {
-            drop(rows);
-            let names = names_of(stmt);
-            return Ok(RowEncoder::new(names.iter().map(String::as_str)).finish());
-        }
-        Some(first) => {
-            let names = names_of(first.as_ref());
-            let mut enc = RowEncoder::new(names.iter().map(String::as_str));
-            enc.push_row(first);
-            (names, enc)
-        }
-    };
-    while let Some(row) = rows.next()? {
-        if enc.approx_bytes() >= PART_BYTES {
-            let full = std::mem::replace(&mut enc, RowEncoder::new(names.iter().map(String::as_str)));
-            part(full.finish());
-        }
-        enc.push_row(row);
-    }
-    Ok(enc.finish())
-}
-
 /// `read` on the writer (`tx.select`). Its statement cache also holds statements prepared
 /// for execute() under the looser write rule, and a cached statement does not meet the
 /// authorizer again. Plain queries (SELECT, WITH, VALUES) cannot change a connection (writes
@@ -259,20 +205,15 @@ fn starts_with_query(sql: &[u8]) -> bool {
 }
 
 fn read_prepared(stmt: &mut rusqlite::Statement<'_>, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
-    check_readonly(stmt, sql)?;
+    if !stmt.readonly() {
+        return Err(Error::Sqlite {
+            code: rusqlite::ffi::SQLITE_READONLY,
+            message: "select() runs read-only statements only; use execute() for writes".into(),
+            sql: Some(sql.to_owned()),
+        });
+    }
     bind(stmt, params).map_err(|e| e.with_sql(sql))?;
     step_read(stmt, format).map_err(|e| e.with_sql(sql))
-}
-
-fn check_readonly(stmt: &rusqlite::Statement<'_>, sql: &str) -> Result<()> {
-    if stmt.readonly() {
-        return Ok(());
-    }
-    Err(Error::Sqlite {
-        code: rusqlite::ffi::SQLITE_READONLY,
-        message: "select() runs read-only statements only; use execute() for writes".into(),
-        sql: Some(sql.to_owned()),
-    })
 }
 
 /// What rows are collected into.
@@ -567,51 +508,5 @@ mod tests {
         let n: i64 = conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
         assert_eq!(n, 1, "statements after the failing one did not run");
         assert!(matches!(execute(&conn, "SELECT 1\0; DROP TABLE t", &Params::None), Err(Error::Type(_))));
-    }
-
-    /// The values of column 0 of an encoding (integers), from its nums section.
-    fn first_column(rows: &EncodedRows, cols: usize) -> Vec<i64> {
-        let at = |i: usize| f64::from_le_bytes(rows.bytes[i..i + 8].try_into().unwrap());
-        (0..rows.rows as usize).map(|r| at(crate::encode::HEADER_BYTES + 8 * r * cols) as i64).collect()
-    }
-
-    #[test]
-    fn a_large_select_is_handed_over_in_parts_in_order() {
-        let conn = Connection::open_in_memory().unwrap();
-        execute(
-            &conn,
-            "CREATE TABLE t(id INTEGER PRIMARY KEY, s TEXT); \
-             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 6000) \
-             INSERT INTO t SELECT i, printf('%.200c', 'x') FROM c",
-            &Params::None,
-        )
-        .unwrap();
-        let all = ReadFormat::Rows { max_rows: None };
-        let mut parts = Vec::new();
-        let last = read_in_parts(&conn, "SELECT id, s FROM t ORDER BY id", &Params::None, all, &mut |p| parts.push(p)).unwrap();
-        let ReadOutput::Rows(last) = last else { panic!("rows expected") };
-        assert!(parts.len() >= 3, "{} parts", parts.len());
-        let mut ids = Vec::new();
-        for p in &parts {
-            // Closed once it held PART_BYTES, and not much later (one row of ~230 bytes).
-            assert!(p.bytes.len() >= PART_BYTES && p.bytes.len() < PART_BYTES + 4096, "{}", p.bytes.len());
-            ids.extend(first_column(p, 2));
-        }
-        assert!(last.rows > 0);
-        ids.extend(first_column(&last, 2));
-        assert_eq!(ids, (1..=6000).collect::<Vec<i64>>());
-
-        // Small results, a row limit and JSON come whole.
-        let mut none = |_: EncodedRows| panic!("no part expected");
-        read_in_parts(&conn, "SELECT id, s FROM t WHERE id <= 100", &Params::None, all, &mut none).unwrap();
-        let one = ReadFormat::Rows { max_rows: Some(1) };
-        read_in_parts(&conn, "SELECT id, s FROM t", &Params::None, one, &mut none).unwrap();
-        read_in_parts(&conn, "SELECT id, s FROM t", &Params::None, ReadFormat::Json, &mut none).unwrap();
-
-        // An error after some parts: the parts were handed over, the error is the result.
-        let failing = "SELECT id, CASE WHEN id = 5000 THEN abs(-9223372036854775808) ELSE s END FROM t ORDER BY id";
-        let mut count = 0;
-        let err = read_in_parts(&conn, failing, &Params::None, all, &mut |_| count += 1).unwrap_err();
-        assert!(count >= 2 && err.to_string().contains("integer overflow"), "{count} {err}");
     }
 }

@@ -206,9 +206,7 @@ pub(crate) fn run(
                 };
                 let result = catch_unwind(AssertUnwindSafe(|| {
                     catalog.sync(&conn)?;
-                    // A large select arrives in parts, decoded while the rest is stepped.
-                    let mut part = |rows| sink.complete(Completion { id, result: Ok(Output::Part(rows)) });
-                    query::read_in_parts(&conn, &job.sql, &job.params, job.format, &mut part).map(Output::Read)
+                    query::read(&conn, &job.sql, &job.params, job.format).map(Output::Read)
                 }))
                 .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
                 let result = crate::error::explain_interrupt(result, running.stopped());

@@ -113,14 +113,6 @@ pub const MAX_CHUNK_ROWS: u32 = quietsqlite_core::iterate::MAX_CHUNK_ROWS;
 #[napi]
 pub const MAX_INLINE_BUDGET_US: u32 = quietsqlite_core::inline::MAX_BUDGET_US;
 
-/// The statuses of a delivered completion (see `values::completion_to_js`).
-#[napi]
-pub const COMPLETION_OK: u32 = values::COMPLETION_OK;
-#[napi]
-pub const COMPLETION_ERROR: u32 = values::COMPLETION_ERROR;
-#[napi]
-pub const COMPLETION_PART: u32 = values::COMPLETION_PART;
-
 /// What a call of the function dispatcher asks (`op`, its first argument): the numbers of
 /// quietsqlite_core::functions::Op.
 #[napi]

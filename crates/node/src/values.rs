@@ -368,21 +368,13 @@ pub unsafe fn error_to_js(env: sys::napi_env, e: &Error) -> NapiResult<sys::napi
 }
 
 /// Writes `id, status, payload` at `at` in the batch array. Status 0: ok, 1: error.
-/// A completion's status in a delivered batch (`[id, status, payload, ...]`; the JS side
-/// reads these from the binding): the request's value, its error, or a part of a large
-/// result whose request stays pending (`Output::Part`).
-pub const COMPLETION_OK: u32 = 0;
-pub const COMPLETION_ERROR: u32 = 1;
-pub const COMPLETION_PART: u32 = 2;
-
 pub unsafe fn completion_to_js(env: sys::napi_env, batch: sys::napi_value, at: u32, c: Completion) -> NapiResult<()> {
     set(env, batch, at, number(env, c.id as f64)?)?;
     let (status, payload) = match c.result {
-        Ok(out @ Output::Part(_)) => (COMPLETION_PART, output_to_js(env, out)?),
-        Ok(out) => (COMPLETION_OK, output_to_js(env, out)?),
-        Err(e) => (COMPLETION_ERROR, error_to_js(env, &e)?),
+        Ok(out) => (0.0, output_to_js(env, out)?),
+        Err(e) => (1.0, error_to_js(env, &e)?),
     };
-    set(env, batch, at + 1, number(env, status as f64)?)?;
+    set(env, batch, at + 1, number(env, status)?)?;
     set(env, batch, at + 2, payload)
 }
 
@@ -450,7 +442,7 @@ pub(crate) unsafe fn read_output_to_js(env: sys::napi_env, out: quietsqlite_core
 
 unsafe fn output_to_js(env: sys::napi_env, out: Output) -> NapiResult<sys::napi_value> {
     match out {
-        Output::Read(ReadOutput::Rows(rows)) | Output::Emission(rows) | Output::Part(rows) => buffer(env, rows.bytes),
+        Output::Read(ReadOutput::Rows(rows)) | Output::Emission(rows) => buffer(env, rows.bytes),
         Output::Read(ReadOutput::Json(bytes)) => buffer(env, bytes),
         Output::Read(ReadOutput::Described(d)) => {
             // `[readonly, names, declared types]` (a type is null for an expression).
