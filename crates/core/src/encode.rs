@@ -555,4 +555,38 @@ mod tests {
         .join()
         .unwrap();
     }
+
+    /// 40 rows that use every section: NULL, INT, BIGINT, REAL, BLOB, and text that closes
+    /// row chunks and, every tenth row, is cut into a chunk of its own (TAG_TEXT_CHUNK).
+    fn every_section() -> EncodedRows {
+        let long = vec![b'z'; TEXT_CHUNK_MAX_BYTES - 10];
+        let mut e = RowEncoder::new(["n", "i", "big", "r", "b", "t"].into_iter());
+        for k in 0..40i64 {
+            e.push_value(ValueRef::Null);
+            e.push_value(ValueRef::Integer(k));
+            e.push_value(ValueRef::Integer(i64::MAX - k));
+            e.push_value(ValueRef::Real(k as f64 / 3.0));
+            e.push_value(ValueRef::Blob(&[k as u8, 1, 2]));
+            e.push_value(ValueRef::Text(if k % 10 == 9 { &long } else { "h\u{e9}llo".as_bytes() }));
+            e.end_row();
+        }
+        e.finish()
+    }
+
+    #[test]
+    fn reused_sections_encode_exactly_what_fresh_ones_do() {
+        std::thread::spawn(|| {
+            let fresh = every_section();
+            let h = |i: usize| header(&fresh.bytes, i);
+            assert!(h(5) > 0 && h(6) > 0 && h(7) > 0, "row chunks, cell chunks and bigints all used");
+            assert!(spare_text_capacity().is_some_and(|c| c > 0), "its sections were kept");
+            assert_eq!(every_section().bytes, fresh.bytes, "with the kept sections");
+            // And with new ones, while another encoder holds the kept set.
+            let holder = RowEncoder::new(["x"].into_iter());
+            assert_eq!(every_section().bytes, fresh.bytes, "beside an open encoder");
+            drop(holder);
+        })
+        .join()
+        .unwrap();
+    }
 }

@@ -31,9 +31,15 @@ const MAX_REMEMBERED: usize = 256;
 
 /// The inline connection's page cache (`PRAGMA cache_size`, negative: KiB) unless the
 /// caller's pragmas set one. A page it misses is read from the file on the JS thread, so it
-/// gets better-sqlite3's default (16 MB) rather than SQLite's 2 MB; it fills only as pages
-/// are read. See docs/experiments/028-inline-page-cache.md.
+/// gets about better-sqlite3's default (16,000 KiB) rather than SQLite's 2 MB; it fills only
+/// as pages are read. See docs/experiments/028-inline-page-cache.md.
 pub const INLINE_CACHE_KIB: i64 = 16 * 1024;
+
+/// Does a pragma of the caller's set the main database's page cache (`cache_size` or
+/// `main.cache_size`; another schema's leaves it alone)?
+fn sets_main_cache_size(name: &str) -> bool {
+    name.eq_ignore_ascii_case("cache_size") || name.eq_ignore_ascii_case("main.cache_size")
+}
 
 /// How reads ended inline (`diagnostics()`): shared with the database.
 #[derive(Debug, Default)]
@@ -75,6 +81,9 @@ impl Deadline {
 
 struct Open {
     conn: Connection,
+    /// The page cache has its inline size (or the caller chose one). Set inside the first
+    /// budgeted read: the pragma loads the schema, which is SQLite work like any other.
+    cache_sized: bool,
     /// The key the connection was opened with: another key in the slot means a rekey ran.
     key: Option<Arc<Key>>,
     deadline: Arc<Deadline>,
@@ -91,6 +100,15 @@ pub struct InlineReader {
     open: Option<Open>,
     skips: HashMap<String, u32>,
     shut: bool,
+}
+
+/// Gives the connection its inline page cache once (see INLINE_CACHE_KIB).
+fn size_cache(open: &mut Open) -> Result<()> {
+    if !open.cache_sized {
+        open.conn.pragma_update(None, "cache_size", -INLINE_CACHE_KIB)?;
+        open.cache_sized = true;
+    }
+    Ok(())
 }
 
 fn same_key(a: &Option<Arc<Key>>, b: &Option<Arc<Key>>) -> bool {
@@ -150,7 +168,9 @@ impl InlineReader {
         deadline.fired.store(false, Ordering::Relaxed);
         let until = deadline.base.elapsed().saturating_add(budget).as_nanos().min(u64::MAX as u128 - 1) as u64;
         deadline.until.store(until, Ordering::Relaxed);
-        let result = query::read(&open.conn, sql, params, format);
+        // A failure here (busy, over budget) fails this read like its own error would: a
+        // reader runs it, and the next inline read sets the cache again.
+        let result = size_cache(open).and_then(|()| query::read(&open.conn, sql, params, format));
         deadline.until.store(u64::MAX, Ordering::Relaxed);
         match result {
             Ok(out) => {
@@ -177,7 +197,7 @@ impl InlineReader {
     }
 
     /// The open connection, (re)opened with the key the file has now.
-    fn connection(&mut self) -> Result<&Open> {
+    fn connection(&mut self) -> Result<&mut Open> {
         let key = crate::backup::current_key(&self.key);
         if self.open.as_ref().is_some_and(|o| !same_key(&o.key, &key)) {
             self.open = None;
@@ -188,15 +208,13 @@ impl InlineReader {
             // A lock held elsewhere (a WAL recovery) is not waited for on this thread: the
             // read fails and a reader runs it, waiting as usual.
             conn.busy_timeout(Duration::ZERO)?;
-            if !self.opts.pragmas.iter().any(|(name, _)| name.eq_ignore_ascii_case("cache_size")) {
-                conn.pragma_update(None, "cache_size", -INLINE_CACHE_KIB)?;
-            }
+            let cache_sized = self.opts.pragmas.iter().any(|(name, _)| sets_main_cache_size(name));
             let deadline = Arc::new(Deadline { base: Instant::now(), until: AtomicU64::new(u64::MAX), fired: AtomicBool::new(false) });
             let seen = deadline.clone();
             conn.progress_handler(PROGRESS_OPS, Some(move || seen.over()))?;
-            self.open = Some(Open { conn, key, deadline });
+            self.open = Some(Open { conn, cache_sized, key, deadline });
         }
-        Ok(self.open.as_ref().expect("opened above"))
+        Ok(self.open.as_mut().expect("opened above"))
     }
 }
 
@@ -257,14 +275,19 @@ mod tests {
     #[test]
     fn the_page_cache_is_larger_unless_the_caller_chose_one() {
         let dir = tempfile::tempdir().unwrap();
-        let cache_of = |inline: &mut InlineReader| -> i64 {
+        // Set by the first inline read (which must succeed), read back after it.
+        let cache_after_a_read = |inline: &mut InlineReader| -> i64 {
+            assert!(matches!(inline.run("SELECT 1", &Params::None, ReadFormat::Json).unwrap(), Inline::Done(_)));
             inline.connection().unwrap().conn.query_row("PRAGMA cache_size", [], |r| r.get(0)).unwrap()
         };
-        let (_writer, mut inline) = reader(dir.path(), Duration::from_micros(50));
-        assert_eq!(cache_of(&mut inline), -INLINE_CACHE_KIB);
-        let other = tempfile::tempdir().unwrap();
-        let (_writer, mut chosen) = reader(other.path(), Duration::from_micros(50));
-        chosen.opts.pragmas.push(("Cache_Size".into(), "-500".into()));
-        assert_eq!(cache_of(&mut chosen), -500);
+        let (_writer, mut inline) = reader(dir.path(), Duration::from_millis(50));
+        assert_eq!(cache_after_a_read(&mut inline), -INLINE_CACHE_KIB);
+        for (name, kept) in [("Cache_Size", true), ("main.cache_size", true), ("MAIN.CACHE_SIZE", true), ("temp.cache_size", false)] {
+            let other = tempfile::tempdir().unwrap();
+            let (_writer, mut chosen) = reader(other.path(), Duration::from_millis(50));
+            chosen.opts.pragmas.push((name.into(), "-500".into()));
+            let expected = if kept { -500 } else { -INLINE_CACHE_KIB };
+            assert_eq!(cache_after_a_read(&mut chosen), expected, "{name}");
+        }
     }
 }
