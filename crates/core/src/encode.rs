@@ -70,27 +70,19 @@ pub struct EncodedRows {
 pub struct RowEncoder {
     cols: usize,
     names: Vec<u8>,
-    tags: Vec<u8>,
-    nums: Vec<f64>,
-    bigs: Vec<i64>,
-    text: Vec<u8>,
-    /// Closed chunks entered at a row start: (first row, start byte, end byte).
-    row_chunks: Vec<f64>,
-    /// Closed chunks entered at a TAG_TEXT_CHUNK cell: (start byte, end byte).
-    cell_chunks: Vec<f64>,
+    /// The growing sections, from this thread's spares (given back on drop).
+    sections: Sections,
     /// The open chunk, if any: where it starts in `text`, and the row it is entered at
     /// (None: entered at a cell).
     open: Option<(usize, Option<u32>)>,
     /// UTF-16 units of the open chunk so far.
     text_units: u64,
     ascii: bool,
-    blobs: Vec<u8>,
     rows: u32,
 }
 
 impl RowEncoder {
     pub fn new<'a>(names: impl Iterator<Item = &'a str>) -> Self {
-        let Sections { tags, nums, bigs, text, row_chunks, cell_chunks, blobs } = Sections::take();
         let mut buf = Vec::new();
         let mut cols = 0;
         for n in names {
@@ -101,16 +93,10 @@ impl RowEncoder {
         RowEncoder {
             cols,
             names: buf,
-            tags,
-            nums,
-            bigs,
-            text,
-            row_chunks,
-            cell_chunks,
+            sections: Sections::take(),
             open: None,
             text_units: 0,
             ascii: true,
-            blobs,
             rows: 0,
         }
     }
@@ -125,7 +111,8 @@ impl RowEncoder {
 
     /// About how many bytes the encoding holds so far (what a chunk's size is measured by).
     pub fn approx_bytes(&self) -> usize {
-        self.tags.len() + 8 * (self.nums.len() + self.bigs.len()) + self.text.len() + self.blobs.len()
+        let s = &self.sections;
+        s.tags.len() + 8 * (s.nums.len() + s.bigs.len()) + s.text.len() + s.blobs.len()
     }
 
     /// Adds one row from a stepped statement.
@@ -139,7 +126,7 @@ impl RowEncoder {
     /// Ends the row whose values were pushed; closes the open chunk once it is full.
     pub fn end_row(&mut self) {
         self.rows += 1;
-        if matches!(self.open, Some((start, _)) if self.text.len() - start >= TEXT_CHUNK_BYTES) {
+        if matches!(self.open, Some((start, _)) if self.sections.text.len() - start >= TEXT_CHUNK_BYTES) {
             self.close_chunk();
         }
     }
@@ -147,32 +134,32 @@ impl RowEncoder {
     pub fn push_value(&mut self, v: ValueRef<'_>) {
         match v {
             ValueRef::Null => {
-                self.tags.push(TAG_NULL);
-                self.nums.push(0.0);
+                self.sections.tags.push(TAG_NULL);
+                self.sections.nums.push(0.0);
             }
             ValueRef::Integer(i) => {
                 if (-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&i) {
-                    self.tags.push(TAG_INT);
-                    self.nums.push(i as f64);
+                    self.sections.tags.push(TAG_INT);
+                    self.sections.nums.push(i as f64);
                 } else {
-                    self.tags.push(TAG_BIGINT);
-                    self.nums.push(0.0);
-                    self.bigs.push(i);
+                    self.sections.tags.push(TAG_BIGINT);
+                    self.sections.nums.push(0.0);
+                    self.sections.bigs.push(i);
                 }
             }
             ValueRef::Real(f) => {
-                self.tags.push(TAG_REAL);
-                self.nums.push(f);
+                self.sections.tags.push(TAG_REAL);
+                self.sections.nums.push(f);
             }
             ValueRef::Text(bytes) => {
                 let tag = self.push_text(bytes);
-                self.tags.push(tag);
-                self.nums.push(self.text_units as f64);
+                self.sections.tags.push(tag);
+                self.sections.nums.push(self.text_units as f64);
             }
             ValueRef::Blob(bytes) => {
-                self.blobs.extend_from_slice(bytes);
-                self.tags.push(TAG_BLOB);
-                self.nums.push(self.blobs.len() as f64);
+                self.sections.blobs.extend_from_slice(bytes);
+                self.sections.tags.push(TAG_BLOB);
+                self.sections.nums.push(self.sections.blobs.len() as f64);
             }
         }
     }
@@ -181,7 +168,7 @@ impl RowEncoder {
     fn push_text(&mut self, bytes: &[u8]) -> u8 {
         if bytes.is_ascii() {
             let tag = self.chunk_for(bytes.len());
-            self.text.extend_from_slice(bytes);
+            self.sections.text.extend_from_slice(bytes);
             self.text_units += bytes.len() as u64;
             return tag;
         }
@@ -190,7 +177,7 @@ impl RowEncoder {
         let s = String::from_utf8_lossy(bytes);
         let tag = self.chunk_for(s.len());
         self.text_units += utf16_len(&s);
-        self.text.extend_from_slice(s.as_bytes());
+        self.sections.text.extend_from_slice(s.as_bytes());
         tag
     }
 
@@ -201,14 +188,14 @@ impl RowEncoder {
     fn chunk_for(&mut self, len: usize) -> u8 {
         match self.open {
             None => {
-                self.open = Some((self.text.len(), Some(self.rows)));
+                self.open = Some((self.sections.text.len(), Some(self.rows)));
                 self.text_units = 0;
                 TAG_TEXT
             }
-            Some((start, _)) if self.text.len() - start + len <= TEXT_CHUNK_MAX_BYTES => TAG_TEXT,
+            Some((start, _)) if self.sections.text.len() - start + len <= TEXT_CHUNK_MAX_BYTES => TAG_TEXT,
             Some(_) => {
                 self.close_chunk();
-                self.open = Some((self.text.len(), None));
+                self.open = Some((self.sections.text.len(), None));
                 self.text_units = 0;
                 TAG_TEXT_CHUNK
             }
@@ -217,19 +204,19 @@ impl RowEncoder {
 
     fn close_chunk(&mut self) {
         let Some((start, row)) = self.open.take() else { return };
-        let (start, end) = (start as f64, self.text.len() as f64);
+        let (start, end) = (start as f64, self.sections.text.len() as f64);
         match row {
-            Some(row) => self.row_chunks.extend_from_slice(&[row as f64, start, end]),
-            None => self.cell_chunks.extend_from_slice(&[start, end]),
+            Some(row) => self.sections.row_chunks.extend_from_slice(&[row as f64, start, end]),
+            None => self.sections.cell_chunks.extend_from_slice(&[start, end]),
         }
     }
 
     pub fn finish(mut self) -> EncodedRows {
         self.close_chunk();
-        let cells = self.tags.len();
-        let chunk_table = (self.row_chunks.len() + self.cell_chunks.len()) * 8;
-        let mut len = HEADER_BYTES + cells * 8 + self.bigs.len() * 8 + chunk_table;
-        len += cells + self.names.len() + self.text.len() + self.blobs.len();
+        let cells = self.sections.tags.len();
+        let chunk_table = (self.sections.row_chunks.len() + self.sections.cell_chunks.len()) * 8;
+        let mut len = HEADER_BYTES + cells * 8 + self.sections.bigs.len() * 8 + chunk_table;
+        len += cells + self.names.len() + self.sections.text.len() + self.sections.blobs.len();
         let mut out = Vec::with_capacity(len);
         let header = [
             FORMAT_VERSION,
@@ -237,26 +224,26 @@ impl RowEncoder {
             self.cols as u32,
             if self.ascii { FLAG_ASCII_TEXT } else { 0 },
             self.names.len() as u32,
-            (self.row_chunks.len() / 3) as u32,
-            (self.cell_chunks.len() / 2) as u32,
-            self.bigs.len() as u32,
+            (self.sections.row_chunks.len() / 3) as u32,
+            (self.sections.cell_chunks.len() / 2) as u32,
+            self.sections.bigs.len() as u32,
         ];
         for h in header {
             out.extend_from_slice(&h.to_le_bytes());
         }
-        for n in &self.nums {
+        for n in &self.sections.nums {
             out.extend_from_slice(&n.to_le_bytes());
         }
-        for b in &self.bigs {
+        for b in &self.sections.bigs {
             out.extend_from_slice(&b.to_le_bytes());
         }
-        for c in self.row_chunks.iter().chain(&self.cell_chunks) {
+        for c in self.sections.row_chunks.iter().chain(&self.sections.cell_chunks) {
             out.extend_from_slice(&c.to_le_bytes());
         }
-        out.extend_from_slice(&self.tags);
+        out.extend_from_slice(&self.sections.tags);
         out.extend_from_slice(&self.names);
-        out.extend_from_slice(&self.text);
-        out.extend_from_slice(&self.blobs);
+        out.extend_from_slice(&self.sections.text);
+        out.extend_from_slice(&self.sections.blobs);
         debug_assert_eq!(out.len(), len);
         EncodedRows { bytes: out, rows: self.rows }
     }
@@ -266,16 +253,7 @@ impl Drop for RowEncoder {
     /// Hands the section buffers back to this thread for its next result (also when a
     /// result ends in an error).
     fn drop(&mut self) {
-        Sections {
-            tags: std::mem::take(&mut self.tags),
-            nums: std::mem::take(&mut self.nums),
-            bigs: std::mem::take(&mut self.bigs),
-            text: std::mem::take(&mut self.text),
-            row_chunks: std::mem::take(&mut self.row_chunks),
-            cell_chunks: std::mem::take(&mut self.cell_chunks),
-            blobs: std::mem::take(&mut self.blobs),
-        }
-        .give_back();
+        std::mem::take(&mut self.sections).give_back();
     }
 }
 
@@ -292,7 +270,9 @@ struct Sections {
     nums: Vec<f64>,
     bigs: Vec<i64>,
     text: Vec<u8>,
+    /// Closed chunks entered at a row start: (first row, start byte, end byte).
     row_chunks: Vec<f64>,
+    /// Closed chunks entered at a TAG_TEXT_CHUNK cell: (start byte, end byte).
     cell_chunks: Vec<f64>,
     blobs: Vec<u8>,
 }
@@ -310,7 +290,8 @@ impl Sections {
 
     fn capacity_bytes(&self) -> usize {
         self.tags.capacity()
-            + 8 * (self.nums.capacity() + self.bigs.capacity() + self.row_chunks.capacity() + self.cell_chunks.capacity())
+            + 8 * (self.nums.capacity() + self.bigs.capacity())
+            + 8 * (self.row_chunks.capacity() + self.cell_chunks.capacity())
             + self.text.capacity()
             + self.blobs.capacity()
     }
@@ -536,7 +517,7 @@ mod tests {
             assert!(kept >= 1000);
             let mut e = RowEncoder::new(["t"].into_iter());
             assert_eq!(spare_text_capacity(), None, "taken by the open encoder");
-            assert!(e.text.is_empty() && e.text.capacity() == kept);
+            assert!(e.sections.text.is_empty() && e.sections.text.capacity() == kept);
             e.push_value(ValueRef::Text(b"b"));
             e.end_row();
             let second = e.finish();

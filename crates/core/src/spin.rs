@@ -4,8 +4,8 @@
 //! A wait may give the CPU away once (`sched_yield`) after a first look finds nothing. When
 //! the thread it waits for shares this CPU (another process keeps the other cores busy), a
 //! plain spin would hold the CPU that thread needs until the scheduler preempts it; with a
-//! CPU to itself the yield returns at once. Only waits on the writer do so: a read wakes a parked reader that then
-//! takes the yielded CPU for nothing (docs/experiments/025-spin-yield.md).
+//! CPU to itself the yield returns at once. Only waits on the writer do so: a read wakes a
+//! parked reader that then takes the yielded CPU for nothing (docs/experiments/025-spin-yield.md).
 
 use std::time::{Duration, Instant};
 
