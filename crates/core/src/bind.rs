@@ -3,21 +3,44 @@
 
 use crate::error::{Error, Result};
 use crate::value::{Params, Value};
-use rusqlite::types::ToSqlOutput;
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::Statement;
 
-fn to_sql(v: &Value) -> ToSqlOutput<'_> {
-    use rusqlite::types::ValueRef;
-    ToSqlOutput::Borrowed(match v {
+/// A statement's parameters: rusqlite's statements and ours (`raw_statement`) bind alike.
+pub trait Parameters {
+    fn parameter_count(&self) -> usize;
+    /// The name of parameter `index` (from 1) with its prefix, or None for a bare `?`.
+    fn parameter_name(&self, index: usize) -> Option<&str>;
+    fn parameter_index(&self, name: &str) -> Result<Option<usize>>;
+    fn bind_value(&mut self, index: usize, value: ValueRef<'_>) -> Result<()>;
+}
+
+impl Parameters for Statement<'_> {
+    fn parameter_count(&self) -> usize {
+        Statement::parameter_count(self)
+    }
+    fn parameter_name(&self, index: usize) -> Option<&str> {
+        Statement::parameter_name(self, index)
+    }
+    fn parameter_index(&self, name: &str) -> Result<Option<usize>> {
+        Ok(Statement::parameter_index(self, name)?)
+    }
+    fn bind_value(&mut self, index: usize, value: ValueRef<'_>) -> Result<()> {
+        Ok(self.raw_bind_parameter(index, ToSqlOutput::Borrowed(value))?)
+    }
+}
+
+fn value_ref(v: &Value) -> ValueRef<'_> {
+    match v {
         Value::Null => ValueRef::Null,
         Value::Integer(i) => ValueRef::Integer(*i),
         Value::Real(f) => ValueRef::Real(*f),
         Value::Text(s) => ValueRef::Text(s.as_bytes()),
         Value::Blob(b) => ValueRef::Blob(b),
-    })
+    }
 }
 
-pub fn bind(stmt: &mut Statement<'_>, params: &Params) -> Result<()> {
+pub fn bind<S: Parameters + ?Sized>(stmt: &mut S, params: &Params) -> Result<()> {
     let expected = stmt.parameter_count();
     match params {
         Params::None => {
@@ -42,7 +65,7 @@ pub fn bind(stmt: &mut Statement<'_>, params: &Params) -> Result<()> {
                 )));
             }
             for (i, v) in values.iter().enumerate() {
-                stmt.raw_bind_parameter(i + 1, to_sql(v))?;
+                stmt.bind_value(i + 1, value_ref(v))?;
             }
         }
         Params::Named(pairs) => {
@@ -58,7 +81,7 @@ pub fn bind(stmt: &mut Statement<'_>, params: &Params) -> Result<()> {
                     )));
                 }
                 bound[index] = true;
-                stmt.raw_bind_parameter(index, to_sql(v))?;
+                stmt.bind_value(index, value_ref(v))?;
             }
             if let Some(missing) = (1..=expected).find(|&i| !bound[i]) {
                 return Err(match stmt.parameter_name(missing) {
@@ -75,9 +98,9 @@ pub fn bind(stmt: &mut Statement<'_>, params: &Params) -> Result<()> {
     Ok(())
 }
 
-fn find_named(stmt: &Statement<'_>, key: &str) -> Result<Option<usize>> {
+fn find_named<S: Parameters + ?Sized>(stmt: &S, key: &str) -> Result<Option<usize>> {
     if key.starts_with([':', '@', '$']) {
-        return Ok(stmt.parameter_index(key)?);
+        return stmt.parameter_index(key);
     }
     for prefix in [":", "@", "$"] {
         if let Some(i) = stmt.parameter_index(&format!("{prefix}{key}"))? {
@@ -88,7 +111,7 @@ fn find_named(stmt: &Statement<'_>, key: &str) -> Result<Option<usize>> {
 }
 
 /// Binds already-borrowed positional values (a packed batch set), with the count check.
-pub fn bind_refs(stmt: &mut Statement<'_>, values: &[rusqlite::types::ValueRef<'_>]) -> Result<()> {
+pub fn bind_refs<S: Parameters + ?Sized>(stmt: &mut S, values: &[ValueRef<'_>]) -> Result<()> {
     let expected = stmt.parameter_count();
     if values.len() != expected {
         return Err(Error::Range(format!(
@@ -97,7 +120,7 @@ pub fn bind_refs(stmt: &mut Statement<'_>, values: &[rusqlite::types::ValueRef<'
         )));
     }
     for (i, v) in values.iter().enumerate() {
-        stmt.raw_bind_parameter(i + 1, ToSqlOutput::Borrowed(*v))?;
+        stmt.bind_value(i + 1, *v)?;
     }
     Ok(())
 }

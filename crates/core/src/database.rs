@@ -502,6 +502,7 @@ fn start(
         let b = busy.clone();
         let watch = Watch::install(&mut conn, cancellation.clone())?;
         let catalog = opts.catalog.clone();
+        let conn = crate::read_connection::ReadConnection::new(conn, opts.statement_cache);
         std::thread::Builder::new()
             .name(format!("quietsqlite-reader-{i}"))
             .spawn(move || reader::run(conn, watch, rx, s, b, catalog))

@@ -35,6 +35,7 @@
 //! Section lengths that can pass 4 GiB (text, blobs) are not in the header.
 
 use rusqlite::types::ValueRef;
+use crate::raw_statement::ColumnValues;
 
 pub const FORMAT_VERSION: u32 = 2;
 pub const HEADER_BYTES: usize = 32;
@@ -116,11 +117,12 @@ impl RowEncoder {
     }
 
     /// Adds one row from a stepped statement.
-    pub fn push_row(&mut self, row: &rusqlite::Row<'_>) {
+    pub fn push_row<R: ColumnValues + ?Sized>(&mut self, row: &R) -> crate::error::Result<()> {
         for i in 0..self.cols {
-            self.push_value(row.get_ref_unwrap(i));
+            self.push_value(row.value(i)?);
         }
         self.end_row();
+        Ok(())
     }
 
     /// Ends the row whose values were pushed; closes the open chunk once it is full.

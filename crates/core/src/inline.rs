@@ -6,10 +6,10 @@
 
 use crate::backup::KeySlot;
 use crate::connection::{Key, Location, OpenOptions};
+use crate::read_connection::ReadConnection;
 use crate::error::Result;
 use crate::query::{self, ReadFormat, ReadOutput};
 use crate::value::Params;
-use rusqlite::Connection;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -80,7 +80,7 @@ impl Deadline {
 }
 
 struct Open {
-    conn: Connection,
+    conn: ReadConnection,
     /// The page cache has its inline size (or the caller chose one). Set inside the first
     /// budgeted read: the pragma loads the schema, which is SQLite work like any other.
     cache_sized: bool,
@@ -212,6 +212,7 @@ impl InlineReader {
             let deadline = Arc::new(Deadline { base: Instant::now(), until: AtomicU64::new(u64::MAX), fired: AtomicBool::new(false) });
             let seen = deadline.clone();
             conn.progress_handler(PROGRESS_OPS, Some(move || seen.over()))?;
+            let conn = ReadConnection::new(conn, self.opts.statement_cache);
             self.open = Some(Open { conn, cache_sized, key, deadline });
         }
         Ok(self.open.as_mut().expect("opened above"))
@@ -222,6 +223,7 @@ impl InlineReader {
 mod tests {
     use super::*;
     use crate::value::Value;
+    use rusqlite::Connection;
 
     fn reader(dir: &std::path::Path, budget: Duration) -> (Connection, InlineReader) {
         let path = dir.join("i.db");

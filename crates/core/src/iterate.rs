@@ -220,7 +220,7 @@ fn run(conn: &Connection, q: &Queued, sink: &Arc<dyn CompletionSink>) -> Result<
             sql: Some(sql.to_owned()),
         });
     }
-    crate::bind::bind(&mut stmt, &q.job.params).map_err(|e| e.with_sql(sql))?;
+    crate::bind::bind(&mut *stmt, &q.job.params).map_err(|e| e.with_sql(sql))?;
     let mut rows = stmt.raw_query();
     let mut names: Option<Vec<String>> = None;
     loop {
@@ -240,7 +240,7 @@ fn run(conn: &Connection, q: &Queued, sink: &Arc<dyn CompletionSink>) -> Result<
                 // Column names are read after the first step (a re-prepare may change them).
                 let names = names.get_or_insert_with(|| column_names(row.as_ref()));
                 let e = enc.get_or_insert_with(|| RowEncoder::new(names.iter().map(String::as_str)));
-                e.push_row(row);
+                e.push_row(row)?;
                 q.stepped.fetch_add(1, Ordering::AcqRel);
                 if e.rows() >= q.job.chunk_rows || e.approx_bytes() >= CHUNK_BYTES {
                     return Ok(());

@@ -2,6 +2,7 @@
 //! without creating a single JS object. Always valid JSON: non-finite reals become null,
 //! BLOBs become base64 strings, invalid UTF-8 is replaced, control characters are escaped.
 
+use crate::raw_statement::ColumnValues;
 use base64::Engine as _;
 use rusqlite::types::ValueRef;
 
@@ -29,7 +30,7 @@ impl JsonWriter {
         JsonWriter { out, keys, rows: 0 }
     }
 
-    pub fn push_row(&mut self, row: &rusqlite::Row<'_>) {
+    pub fn push_row<R: ColumnValues + ?Sized>(&mut self, row: &R) -> crate::error::Result<()> {
         if self.rows > 0 {
             self.out.push(b',');
         }
@@ -38,12 +39,13 @@ impl JsonWriter {
         }
         for i in 0..self.keys.len() {
             self.out.extend_from_slice(&self.keys[i]);
-            write_value(&mut self.out, row.get_ref_unwrap(i));
+            write_value(&mut self.out, row.value(i)?);
         }
         if !self.keys.is_empty() {
             self.out.push(b'}');
         }
         self.rows += 1;
+        Ok(())
     }
 
     pub fn rows(&self) -> u32 {

@@ -27,6 +27,8 @@ pub mod iterate;
 pub mod json;
 pub mod live;
 pub mod query;
+mod raw_statement;
+pub mod read_connection;
 pub mod reader;
 pub mod spin;
 pub mod statement_rules;

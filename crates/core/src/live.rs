@@ -8,6 +8,7 @@
 
 use crate::completion::{Completion, CompletionSink, Output};
 use crate::connection::{open_reader, Location, OpenOptions};
+use crate::read_connection::ReadConnection;
 use crate::deps::{dependencies, Dependencies, ANY_TABLE};
 use crate::encode::EncodedRows;
 use crate::error::{Error, Result};
@@ -365,7 +366,7 @@ impl Shared {
         let need_deps = g.deps.is_none();
         st.runs += 1;
         let shared = self.clone();
-        let task = Box::new(move |conn: &Connection| shared.run(conn, gid, &sql, &params, need_deps));
+        let task = Box::new(move |conn: &ReadConnection| shared.run(conn, gid, &sql, &params, need_deps));
         if self.readers.send(ReaderMsg::Task(task)).is_err() {
             if let Some(g) = st.groups.get_mut(&gid) {
                 g.running = false;
@@ -375,7 +376,7 @@ impl Shared {
 
     /// On a reader thread: (dependencies, then) the query, then the bookkeeping, which runs
     /// even if the query panicked: a group left "running" would never run again.
-    fn run(self: &Arc<Self>, conn: &Connection, gid: GroupId, sql: &str, params: &Params, need_deps: bool) {
+    fn run(self: &Arc<Self>, conn: &ReadConnection, gid: GroupId, sql: &str, params: &Params, need_deps: bool) {
         let started = Instant::now();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.query(conn, gid, sql, params, need_deps)))
             .unwrap_or_else(|p| Some(Err(Error::Internal(crate::completion::panic_message(p)))));
@@ -385,7 +386,7 @@ impl Shared {
     }
 
     /// None when the group went away meanwhile.
-    fn query(self: &Arc<Self>, conn: &Connection, gid: GroupId, sql: &str, params: &Params, need_deps: bool) -> Option<Result<EncodedRows>> {
+    fn query(self: &Arc<Self>, conn: &ReadConnection, gid: GroupId, sql: &str, params: &Params, need_deps: bool) -> Option<Result<EncodedRows>> {
         let mut outcome: Result<EncodedRows> = Ok(EncodedRows::default());
         if need_deps {
             match dependencies(conn, sql) {

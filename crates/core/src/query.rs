@@ -5,6 +5,8 @@ use crate::bind::bind;
 use crate::encode::{EncodedRows, RowEncoder};
 use crate::error::{Error, Result};
 use crate::json::JsonWriter;
+use crate::raw_statement::{ColumnValues, RawStatement};
+use crate::read_connection::ReadConnection;
 use crate::statement_rules::{under, Rule};
 use crate::value::Params;
 use rusqlite::Connection;
@@ -67,92 +69,6 @@ fn several_statements(conn: &Connection, sql: &str) -> Result<bool> {
     Ok(!is_blank_sql(&sql.as_bytes()[first.tail..]))
 }
 
-/// One statement prepared straight from SQLite, outside rusqlite and its cache, for walking
-/// multi-statement text one statement at a time. Finalized on drop.
-pub(crate) struct RawStatement {
-    db: *mut rusqlite::ffi::sqlite3,
-    /// Null when the text held only white space or comments.
-    stmt: *mut rusqlite::ffi::sqlite3_stmt,
-    /// Byte offset in the text where the next statement starts.
-    pub(crate) tail: usize,
-}
-
-impl RawStatement {
-    /// Prepares the first statement of `sql`.
-    pub(crate) fn prepare(conn: &Connection, sql: &str) -> Result<RawStatement> {
-        use rusqlite::ffi;
-        let len = i32::try_from(sql.len())
-            .map_err(|_| Error::sqlite(ffi::SQLITE_TOOBIG, "the SQL text is too long"))?;
-        // SAFETY: the handle is valid while `conn` is borrowed; it is only used on this
-        // thread, and for statements finalized before `conn` can be dropped (the borrow).
-        let db = unsafe { conn.handle() };
-        let mut stmt = std::ptr::null_mut();
-        let mut tail: *const std::ffi::c_char = std::ptr::null();
-        // SAFETY: `sql` is valid for `len` bytes (SQLite reads no further, and the text needs
-        // no NUL terminator when a length is given); `stmt` and `tail` are valid out-pointers.
-        let rc = unsafe { ffi::sqlite3_prepare_v3(db, sql.as_ptr().cast(), len, 0, &mut stmt, &mut tail) };
-        if rc != ffi::SQLITE_OK {
-            // SAFETY: on failure SQLite set `stmt` to null, or it is a statement to release.
-            unsafe { ffi::sqlite3_finalize(stmt) };
-            return Err(last_error(db, rc));
-        }
-        // SQLite's tail points into `sql` (at most one past its end) or is null.
-        let tail = if tail.is_null() { sql.len() } else { (tail as usize).saturating_sub(sql.as_ptr() as usize).min(sql.len()) };
-        Ok(RawStatement { db, stmt, tail })
-    }
-
-    /// The statement (null when the text held no statement); owned by `self`.
-    pub(crate) fn handle(&self) -> *mut rusqlite::ffi::sqlite3_stmt {
-        self.stmt
-    }
-
-    /// Steps the statement to its end, discarding rows.
-    fn run(&self) -> Result<()> {
-        use rusqlite::ffi;
-        if self.stmt.is_null() {
-            return Ok(());
-        }
-        loop {
-            // SAFETY: `stmt` is a live statement of `db`, used on this thread only.
-            match unsafe { ffi::sqlite3_step(self.stmt) } {
-                ffi::SQLITE_ROW => continue,
-                ffi::SQLITE_DONE => return Ok(()),
-                rc => return Err(last_error(self.db, rc)),
-            }
-        }
-    }
-}
-
-impl Drop for RawStatement {
-    fn drop(&mut self) {
-        // SAFETY: `stmt` is null or a statement this value owns; finalized exactly once.
-        unsafe { rusqlite::ffi::sqlite3_finalize(self.stmt) };
-    }
-}
-
-/// The connection's latest error, for a call that returned `rc`.
-fn last_error(db: *mut rusqlite::ffi::sqlite3, rc: i32) -> Error {
-    use rusqlite::ffi;
-    // SAFETY: `db` is a live connection; SQLite's message is NUL-terminated and copied here
-    // before any other call on the connection can change it.
-    unsafe {
-        let code = ffi::sqlite3_extended_errcode(db);
-        let code = if code & 0xff == rc & 0xff { code } else { rc };
-        let msg = ffi::sqlite3_errmsg(db);
-        let message = if msg.is_null() {
-            crate::error::code_message(code)
-        } else {
-            std::ffi::CStr::from_ptr(msg).to_string_lossy().into_owned()
-        };
-        if code == ffi::SQLITE_ERROR {
-            if let Some(original) = crate::functions::take_failure(&message) {
-                return original;
-            }
-        }
-        Error::sqlite(code, message)
-    }
-}
-
 /// SQL made only of white space and comments has no statement to run: say so, rather than
 /// let SQLite step nothing (SQLITE_MISUSE). Costs one byte comparison for ordinary SQL.
 pub(crate) fn require_statement(sql: &str) -> Result<()> {
@@ -169,29 +85,34 @@ pub(crate) fn require_statement(sql: &str) -> Result<()> {
 }
 
 /// Runs a query that must not write or change its connection (see `statement_rules`).
-/// Used by readers (read-only connections) and live queries.
-pub fn read(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
+/// Used by readers (read-only connections), live queries and the inline connection.
+pub fn read(conn: &ReadConnection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
     if format == ReadFormat::Describe {
         return crate::statements::describe(conn, sql).map(ReadOutput::Described);
     }
     under(Rule::Read, || {
-        let mut stmt = prepare(conn, sql)?;
+        let mut stmt = conn.statement(sql, |c| prepare_raw(c, sql))?;
         read_prepared(&mut stmt, sql, params, format)
     })
 }
 
-/// `read` on the writer (`tx.select`). Its statement cache also holds statements prepared
-/// for execute() under the looser write rule, and a cached statement does not meet the
-/// authorizer again. Plain queries (SELECT, WITH, VALUES) cannot change a connection (writes
-/// are refused by `stmt.readonly()` on every run), so they keep the cache; anything else
+/// Prepares one statement of user text for the read path, with `prepare`'s checks.
+fn prepare_raw(conn: &Connection, sql: &str) -> Result<RawStatement> {
+    require_statement(sql)?;
+    require_one_statement(conn, sql)?;
+    RawStatement::prepare(conn, sql).map_err(|e| e.with_sql(sql))
+}
+
+/// `read` on the writer (`tx.select`). Its cached statements are met by the authorizer
+/// only when prepared. Plain queries (SELECT, WITH, VALUES) cannot change a connection
+/// (writes are refused by `readonly()` on every run), so they keep the cache; anything else
 /// (PRAGMA, ATTACH, EXPLAIN, ...) is prepared afresh under the read rule.
-pub fn read_on_writer(conn: &Connection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
+pub fn read_on_writer(conn: &ReadConnection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
     if format == ReadFormat::Describe || starts_with_query(sql.as_bytes()) {
         return read(conn, sql, params, format);
     }
     under(Rule::Read, || {
-        require_statement(sql)?;
-        let mut stmt = conn.prepare(sql).map_err(|e| Error::from(e).with_sql(sql))?;
+        let mut stmt = prepare_raw(conn, sql)?;
         read_prepared(&mut stmt, sql, params, format)
     })
 }
@@ -204,7 +125,7 @@ fn starts_with_query(sql: &[u8]) -> bool {
     ["select", "with", "values"].iter().any(|k| word.eq_ignore_ascii_case(k.as_bytes()))
 }
 
-fn read_prepared(stmt: &mut rusqlite::Statement<'_>, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
+fn read_prepared(stmt: &mut RawStatement, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
     if !stmt.readonly() {
         return Err(Error::Sqlite {
             code: rusqlite::ffi::SQLITE_READONLY,
@@ -218,12 +139,12 @@ fn read_prepared(stmt: &mut rusqlite::Statement<'_>, sql: &str, params: &Params,
 
 /// What rows are collected into.
 trait RowSink {
-    fn push_row(&mut self, row: &rusqlite::Row<'_>);
+    fn push_row<R: ColumnValues + ?Sized>(&mut self, row: &R) -> Result<()>;
     fn rows(&self) -> u32;
 }
 
 impl RowSink for RowEncoder {
-    fn push_row(&mut self, row: &rusqlite::Row<'_>) {
+    fn push_row<R: ColumnValues + ?Sized>(&mut self, row: &R) -> Result<()> {
         RowEncoder::push_row(self, row)
     }
     fn rows(&self) -> u32 {
@@ -232,7 +153,7 @@ impl RowSink for RowEncoder {
 }
 
 impl RowSink for JsonWriter {
-    fn push_row(&mut self, row: &rusqlite::Row<'_>) {
+    fn push_row<R: ColumnValues + ?Sized>(&mut self, row: &R) -> Result<()> {
         JsonWriter::push_row(self, row)
     }
     fn rows(&self) -> u32 {
@@ -240,39 +161,23 @@ impl RowSink for JsonWriter {
     }
 }
 
-fn names_of(stmt: &rusqlite::Statement<'_>) -> Vec<String> {
-    stmt.column_names().into_iter().map(str::to_owned).collect()
-}
-
 /// Steps `stmt` to the end (or `limit` rows) into a sink made from the column names. The
 /// names are read after the first step: a statement prepared before a schema change is
 /// re-prepared by that step and may come back with other columns (`SELECT *` after
-/// `ALTER TABLE ... ADD COLUMN`).
-fn collect<S: RowSink>(stmt: &mut rusqlite::Statement<'_>, limit: u32, make: impl FnOnce(&[String]) -> S) -> Result<S> {
-    let mut rows = stmt.raw_query();
-    let mut sink = match rows.next()? {
-        None => {
-            drop(rows);
-            return Ok(make(&names_of(stmt)));
-        }
-        Some(first) => {
-            let mut sink = make(&names_of(first.as_ref()));
-            if limit > 0 {
-                sink.push_row(first);
-            }
-            sink
-        }
-    };
-    while sink.rows() < limit {
-        match rows.next()? {
-            Some(row) => sink.push_row(row),
-            None => break,
+/// `ALTER TABLE ... ADD COLUMN`). (`returned_rows` is the same walk over rusqlite's rows.)
+fn collect<S: RowSink>(stmt: &RawStatement, limit: u32, make: impl FnOnce(&[String]) -> S) -> Result<S> {
+    let more = stmt.step()?;
+    let mut sink = make(&stmt.column_names()?);
+    if more && limit > 0 {
+        sink.push_row(stmt)?;
+        while sink.rows() < limit && stmt.step()? {
+            sink.push_row(stmt)?;
         }
     }
     Ok(sink)
 }
 
-fn step_read(stmt: &mut rusqlite::Statement<'_>, format: ReadFormat) -> Result<ReadOutput> {
+fn step_read(stmt: &RawStatement, format: ReadFormat) -> Result<ReadOutput> {
     match format {
         ReadFormat::Rows { max_rows } => {
             let enc = collect(stmt, max_rows.unwrap_or(u32::MAX), |n| RowEncoder::new(n.iter().map(String::as_str)))?;
@@ -284,6 +189,26 @@ fn step_read(stmt: &mut rusqlite::Statement<'_>, format: ReadFormat) -> Result<R
         }
         ReadFormat::Describe => Err(Error::Internal("describe reached the row path".into())),
     }
+}
+
+fn names_of(stmt: &rusqlite::Statement<'_>) -> Vec<String> {
+    stmt.column_names().into_iter().map(str::to_owned).collect()
+}
+
+/// The rows an `execute` statement returns (RETURNING), stepped to the end; column names
+/// are read after the first step, as in `collect`.
+fn returned_rows(stmt: &mut rusqlite::Statement<'_>) -> Result<RowEncoder> {
+    let mut rows = stmt.raw_query();
+    let Some(first) = rows.next()? else {
+        drop(rows);
+        return Ok(RowEncoder::new(names_of(stmt).iter().map(String::as_str)));
+    };
+    let mut enc = RowEncoder::new(names_of(first.as_ref()).iter().map(String::as_str));
+    enc.push_row(first)?;
+    while let Some(row) = rows.next()? {
+        enc.push_row(row)?;
+    }
+    Ok(enc)
 }
 
 /// White space, semicolons and comments only.
@@ -324,10 +249,9 @@ fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<Ex
         return execute_script(conn, sql);
     }
     let mut stmt = conn.prepare_cached(sql).map_err(|e| Error::from(e).with_sql(sql))?;
-    bind(&mut stmt, params).map_err(|e| e.with_sql(sql))?;
+    bind(&mut *stmt, params).map_err(|e| e.with_sql(sql))?;
     let before = conn.total_changes();
-    let enc = collect(&mut stmt, u32::MAX, |n| RowEncoder::new(n.iter().map(String::as_str)))
-        .map_err(|e| e.with_sql(sql))?;
+    let enc = returned_rows(&mut stmt).map_err(|e| e.with_sql(sql))?;
     let changed = conn.total_changes() != before;
     Ok(ExecOutcome {
         changes: if changed { conn.changes() } else { 0 },
@@ -425,12 +349,12 @@ fn run_sets(conn: &Connection, sql: &str, sets: &BatchSets) -> Result<u64> {
     match sets {
         BatchSets::Each(each) => {
             for (i, params) in each.iter().enumerate() {
-                let bound = bind(&mut stmt, params);
+                let bound = bind(&mut *stmt, params);
                 run(i, &mut stmt, bound)?;
             }
         }
         BatchSets::Packed(packed) => packed.for_each_set(|i, values| {
-            let bound = crate::bind::bind_refs(&mut stmt, values);
+            let bound = crate::bind::bind_refs(&mut *stmt, values);
             run(i, &mut stmt, bound)
         })?,
     }
@@ -465,7 +389,7 @@ mod tests {
             assert!(!starts_with_query(sql.as_bytes()), "{sql:?}");
         }
         // A state-changing read is refused on the writer even once execute() cached it.
-        let conn = Connection::open_in_memory().unwrap();
+        let conn = ReadConnection::new(Connection::open_in_memory().unwrap(), 16);
         crate::statement_rules::install(&conn);
         execute(&conn, "PRAGMA cache_size = 7", &Params::None).unwrap();
         let read = read_on_writer(&conn, "PRAGMA cache_size = 7", &Params::None, ReadFormat::Json);
@@ -482,7 +406,7 @@ mod tests {
     #[test]
     fn long_scripts_run_without_recursion() {
         on_small_stack(|| {
-            let conn = Connection::open_in_memory().unwrap();
+            let conn = ReadConnection::new(Connection::open_in_memory().unwrap(), 16);
             execute(&conn, "CREATE TABLE t(x)", &Params::None).unwrap();
             let script = "INSERT INTO t VALUES (1);".repeat(20_000);
             assert_eq!(execute(&conn, &script, &Params::None).unwrap().changes, 20_000);

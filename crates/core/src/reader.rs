@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::query::{self, ReadFormat};
 use crate::value::Params;
 use crossbeam_channel::Receiver;
+use crate::read_connection::ReadConnection;
 use rusqlite::Connection;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +25,7 @@ pub struct ReadJob {
 }
 
 /// Work that needs a reader connection but is not a plain request (live-query re-runs).
-pub type ReaderTask = Box<dyn FnOnce(&Connection) + Send>;
+pub type ReaderTask = Box<dyn FnOnce(&ReadConnection) + Send>;
 
 pub(crate) enum ReaderMsg {
     Read(ReadJob, Option<Arc<Ticket>>),
@@ -97,11 +98,11 @@ impl RekeyGate {
     }
 
     /// Reader: parks, then reopens `conn` if the writer says so.
-    fn pass(&self, conn: &mut Connection, watch: &Arc<Watch>) {
+    fn pass(&self, conn: &mut ReadConnection, watch: &Arc<Watch>) {
         if self.close_first {
             // A private in-memory connection stands in until the reopen (it touches no file).
             match Connection::open_in_memory() {
-                Ok(placeholder) => drop(std::mem::replace(conn, placeholder)),
+                Ok(placeholder) => drop(std::mem::replace(conn, ReadConnection::new(placeholder, 0))),
                 Err(e) => {
                     let mut st = self.lock();
                     st.failure.get_or_insert(Error::from(e));
@@ -117,7 +118,7 @@ impl RekeyGate {
         let failure = reopen.and_then(|(loc, opts)| match crate::connection::open_reader(&loc, &opts) {
             Ok(mut fresh) => match watch.attach(&mut fresh) {
                 Ok(()) => {
-                    *conn = fresh;
+                    *conn = ReadConnection::new(fresh, opts.statement_cache);
                     None
                 }
                 Err(e) => Some(Error::from(e)),
@@ -184,7 +185,7 @@ impl Drop for Busy<'_> {
 }
 
 pub(crate) fn run(
-    mut conn: Connection,
+    mut conn: ReadConnection,
     watch: Arc<Watch>,
     queue: Receiver<ReaderMsg>,
     sink: Arc<dyn CompletionSink>,

@@ -7,7 +7,7 @@
 //! types) without running it.
 
 use crate::error::{Error, Result};
-use crate::query::RawStatement;
+use crate::raw_statement::RawStatement;
 use rusqlite::{ffi, Connection};
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, MutexGuard};

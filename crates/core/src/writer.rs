@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::hooks::{ChangeSet, ChangeTracker};
 use crate::query::{self, ReadFormat};
 use crate::connection::{Cipher, Key, Location, OpenOptions};
+use crate::read_connection::ReadConnection;
 use crate::reader::{poll, ReaderMsg, RekeyGate};
 use crate::value::Params;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
@@ -87,7 +88,7 @@ const CHECKPOINT_BUSY_PAGES: i32 = 20_000;
 pub(crate) struct Writer {
     // Declared before `conn`: the hooks are unregistered before the connection closes.
     tracker: ChangeTracker,
-    conn: Connection,
+    conn: ReadConnection,
     sink: Arc<dyn CompletionSink>,
     listener: Arc<dyn ChangeListener>,
     readers: Sender<ReaderMsg>,
@@ -149,7 +150,7 @@ impl Writer {
         let data_version = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
         Ok(Writer {
             tracker,
-            conn,
+            conn: ReadConnection::new(conn, opts.statement_cache),
             sink,
             listener,
             readers,

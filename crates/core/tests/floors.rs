@@ -79,6 +79,7 @@ fn read_floor() {
     let (_d, conn) = fresh();
     let batch = BatchSets::Each(rows(1000));
     execute_batch(&conn, INSERT, &batch).unwrap();
+    let conn = quietsqlite_core::read_connection::ReadConnection::new(conn, 16);
     let sql = "SELECT * FROM items";
     for round in 0..3 {
         let n = 300;

@@ -1,0 +1,284 @@
+//! Statements prepared straight from SQLite, outside rusqlite: for walking multi-statement
+//! text one statement at a time, and for reads, whose values are taken with one
+//! `sqlite3_column_value` each instead of rusqlite's three column calls (experiment 030).
+
+use crate::error::{Error, Result};
+use rusqlite::ffi;
+use rusqlite::types::ValueRef;
+use rusqlite::Connection;
+use std::ffi::{c_int, CStr};
+
+/// One prepared statement of one connection; finalized on drop. Not `Send`: it is used on
+/// the thread that owns the connection, and dropped before the connection (the owners
+/// borrow the connection or, as `ReadConnection`, declare their statements first).
+pub(crate) struct RawStatement {
+    db: *mut ffi::sqlite3,
+    /// Null when the text held only white space or comments.
+    stmt: *mut ffi::sqlite3_stmt,
+    /// Byte offset in the text where the next statement starts.
+    pub(crate) tail: usize,
+}
+
+impl RawStatement {
+    /// Prepares the first statement of `sql`.
+    pub(crate) fn prepare(conn: &Connection, sql: &str) -> Result<RawStatement> {
+        let len = i32::try_from(sql.len())
+            .map_err(|_| Error::sqlite(ffi::SQLITE_TOOBIG, "the SQL text is too long"))?;
+        // SAFETY: the handle is valid while `conn` is borrowed; it is only used on this
+        // thread, and for statements finalized before `conn` is dropped (see the type).
+        let db = unsafe { conn.handle() };
+        let mut stmt = std::ptr::null_mut();
+        let mut tail: *const std::ffi::c_char = std::ptr::null();
+        // SAFETY: `sql` is valid for `len` bytes (SQLite reads no further, and the text needs
+        // no NUL terminator when a length is given); `stmt` and `tail` are valid out-pointers.
+        let rc = unsafe { ffi::sqlite3_prepare_v3(db, sql.as_ptr().cast(), len, 0, &mut stmt, &mut tail) };
+        if rc != ffi::SQLITE_OK {
+            // SAFETY: on failure SQLite set `stmt` to null, or it is a statement to release.
+            unsafe { ffi::sqlite3_finalize(stmt) };
+            return Err(last_error(db, rc));
+        }
+        // SQLite's tail points into `sql` (at most one past its end) or is null.
+        let tail = if tail.is_null() { sql.len() } else { (tail as usize).saturating_sub(sql.as_ptr() as usize).min(sql.len()) };
+        Ok(RawStatement { db, stmt, tail })
+    }
+
+    /// The statement (null when the text held no statement); owned by `self`.
+    pub(crate) fn handle(&self) -> *mut ffi::sqlite3_stmt {
+        self.stmt
+    }
+
+    /// Steps once: true when a row is ready to read.
+    pub(crate) fn step(&self) -> Result<bool> {
+        if self.stmt.is_null() {
+            return Ok(false);
+        }
+        // SAFETY: `stmt` is a live statement of `db`, used on this thread only.
+        match unsafe { ffi::sqlite3_step(self.stmt) } {
+            ffi::SQLITE_ROW => Ok(true),
+            ffi::SQLITE_DONE => Ok(false),
+            rc => Err(last_error(self.db, rc)),
+        }
+    }
+
+    /// Steps the statement to its end, discarding rows.
+    pub(crate) fn run(&self) -> Result<()> {
+        while self.step()? {}
+        Ok(())
+    }
+
+    /// Back to the start, parameters unbound: ready to be run again.
+    pub(crate) fn reset(&self) {
+        // SAFETY: as in `step`. The codes returned repeat the last step's error, which its
+        // caller has already seen.
+        unsafe {
+            ffi::sqlite3_reset(self.stmt);
+            ffi::sqlite3_clear_bindings(self.stmt);
+        }
+    }
+
+    /// Does the statement leave the database as it is?
+    pub(crate) fn readonly(&self) -> bool {
+        // SAFETY: as in `step`; a null statement is read-only (SQLite answers 1 for it).
+        unsafe { ffi::sqlite3_stmt_readonly(self.stmt) != 0 }
+    }
+
+    pub(crate) fn column_count(&self) -> usize {
+        // SAFETY: as in `step` (0 for a null statement).
+        unsafe { ffi::sqlite3_column_count(self.stmt) as usize }
+    }
+
+    /// The result's column names; read after the first step (a re-prepare may change them).
+    pub(crate) fn column_names(&self) -> Result<Vec<String>> {
+        (0..self.column_count() as c_int)
+            .map(|i| {
+                // SAFETY: `i` is a column of the statement; the name is NUL-terminated and
+                // copied before the next call on the statement can free it. Null means
+                // SQLite ran out of memory.
+                let name = unsafe { ffi::sqlite3_column_name(self.stmt, i) };
+                if name.is_null() {
+                    return Err(Error::sqlite(ffi::SQLITE_NOMEM, "out of memory reading a column name"));
+                }
+                Ok(unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned())
+            })
+            .collect()
+    }
+}
+
+/// A row's values by column index (a stepped statement, or rusqlite's row).
+pub trait ColumnValues {
+    fn value(&self, col: usize) -> Result<ValueRef<'_>>;
+}
+
+impl ColumnValues for rusqlite::Row<'_> {
+    fn value(&self, col: usize) -> Result<ValueRef<'_>> {
+        Ok(self.get_ref(col)?)
+    }
+}
+
+impl ColumnValues for RawStatement {
+    /// The value of column `col` of the current row. The slices borrow SQLite's copy, valid
+    /// until the statement steps, resets or is finalized: all need `&self` to end first.
+    /// Callers pass columns below `column_count()`; SQLite answers NULL for any other.
+    fn value(&self, col: usize) -> Result<ValueRef<'_>> {
+        let col = c_int::try_from(col).unwrap_or(c_int::MAX);
+        // SAFETY: the statement is live; SQLite checks `col` and the row itself (a static NULL
+        // when either is missing). `sqlite3_column_value` gives an unprotected value,
+        // which may be read with the `sqlite3_value_*` calls here because this connection is
+        // only ever used by one thread at a time. Text is read before its length, as SQLite
+        // asks; a null pointer for a non-empty value means SQLite ran out of memory.
+        unsafe {
+            let v = ffi::sqlite3_column_value(self.stmt, col);
+            Ok(match ffi::sqlite3_value_type(v) {
+                ffi::SQLITE_INTEGER => ValueRef::Integer(ffi::sqlite3_value_int64(v)),
+                ffi::SQLITE_FLOAT => ValueRef::Real(ffi::sqlite3_value_double(v)),
+                ffi::SQLITE_TEXT => ValueRef::Text(bytes(ffi::sqlite3_value_text(v), v)?),
+                ffi::SQLITE_BLOB => ValueRef::Blob(bytes(ffi::sqlite3_value_blob(v).cast(), v)?),
+                _ => ValueRef::Null,
+            })
+        }
+    }
+}
+
+/// The bytes of a text or blob value whose pointer `p` was just taken.
+///
+/// SAFETY: `p` and `v` come from the same value of a statement stepped to a row; the slice
+/// lives as long as the caller's borrow of that statement.
+unsafe fn bytes<'s>(p: *const u8, v: *mut ffi::sqlite3_value) -> Result<&'s [u8]> {
+    let len = unsafe { ffi::sqlite3_value_bytes(v) };
+    match (p.is_null(), usize::try_from(len)) {
+        (_, Ok(0)) => Ok(&[]),
+        (false, Ok(len)) => Ok(unsafe { std::slice::from_raw_parts(p, len) }),
+        _ => Err(Error::sqlite(ffi::SQLITE_NOMEM, "out of memory reading a value")),
+    }
+}
+
+impl crate::bind::Parameters for RawStatement {
+    fn parameter_count(&self) -> usize {
+        // SAFETY: as in `step`.
+        unsafe { ffi::sqlite3_bind_parameter_count(self.stmt) as usize }
+    }
+
+    fn parameter_name(&self, index: usize) -> Option<&str> {
+        // SAFETY: as in `step`; any index is allowed (null when out of range or nameless).
+        // The name is NUL-terminated and lives as long as the statement.
+        let p = unsafe { ffi::sqlite3_bind_parameter_name(self.stmt, index as c_int) };
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_str().ok()).flatten()
+    }
+
+    fn parameter_index(&self, name: &str) -> Result<Option<usize>> {
+        let name = std::ffi::CString::new(name)
+            .map_err(|_| Error::Range("a parameter name contains a NUL character".into()))?;
+        // SAFETY: as in `step`; `name` is NUL-terminated.
+        let i = unsafe { ffi::sqlite3_bind_parameter_index(self.stmt, name.as_ptr()) };
+        Ok((i > 0).then_some(i as usize))
+    }
+
+    fn bind_value(&mut self, index: usize, value: ValueRef<'_>) -> Result<()> {
+        let i = index as c_int;
+        let too_big = || Error::sqlite(ffi::SQLITE_TOOBIG, "a parameter value is too large");
+        // SAFETY: as in `step`. Text and blobs are copied by SQLite (SQLITE_TRANSIENT), so
+        // the borrowed bytes need not outlive this call.
+        let rc = unsafe {
+            match value {
+                ValueRef::Null => ffi::sqlite3_bind_null(self.stmt, i),
+                ValueRef::Integer(n) => ffi::sqlite3_bind_int64(self.stmt, i, n),
+                ValueRef::Real(f) => ffi::sqlite3_bind_double(self.stmt, i, f),
+                ValueRef::Text(t) => {
+                    let len = c_int::try_from(t.len()).map_err(|_| too_big())?;
+                    ffi::sqlite3_bind_text(self.stmt, i, t.as_ptr().cast(), len, ffi::SQLITE_TRANSIENT())
+                }
+                ValueRef::Blob(b) => {
+                    let len = c_int::try_from(b.len()).map_err(|_| too_big())?;
+                    ffi::sqlite3_bind_blob(self.stmt, i, b.as_ptr().cast(), len, ffi::SQLITE_TRANSIENT())
+                }
+            }
+        };
+        if rc != ffi::SQLITE_OK {
+            return Err(last_error(self.db, rc));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RawStatement {
+    fn drop(&mut self) {
+        // SAFETY: `stmt` is null or a statement this value owns; finalized exactly once.
+        unsafe { ffi::sqlite3_finalize(self.stmt) };
+    }
+}
+
+/// The connection's latest error, for a call that returned `rc`.
+pub(crate) fn last_error(db: *mut ffi::sqlite3, rc: i32) -> Error {
+    // SAFETY: `db` is a live connection; SQLite's message is NUL-terminated and copied here
+    // before any other call on the connection can change it.
+    unsafe {
+        let code = ffi::sqlite3_extended_errcode(db);
+        let code = if code & 0xff == rc & 0xff { code } else { rc };
+        let msg = ffi::sqlite3_errmsg(db);
+        let message = if msg.is_null() {
+            crate::error::code_message(code)
+        } else {
+            CStr::from_ptr(msg).to_string_lossy().into_owned()
+        };
+        if code == ffi::SQLITE_ERROR {
+            if let Some(original) = crate::functions::take_failure(&message) {
+                return original;
+            }
+        }
+        Error::sqlite(code, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind of value reads the same through `sqlite3_column_value` as through
+    /// rusqlite's `get_ref`, in a UTF-8 and a UTF-16 database.
+    #[test]
+    fn values_read_as_rusqlite_reads_them() {
+        let sql = "SELECT NULL, 0, -1, 9007199254740993, -9223372036854775808, 1.5, -0.0, \
+                   '', 'ascii', 'é ✓ 😀', x'', x'00ff10', CAST('t' AS BLOB)";
+        for encoding in ["UTF-8", "UTF-16le", "UTF-16be"] {
+            let conn = Connection::open_in_memory().unwrap();
+            conn.pragma_update(None, "encoding", encoding).unwrap();
+            let mut theirs = conn.prepare(sql).unwrap();
+            let mut rows = theirs.query([]).unwrap();
+            let row = rows.next().unwrap().unwrap();
+            let ours = RawStatement::prepare(&conn, sql).unwrap();
+            assert!(ours.step().unwrap());
+            assert_eq!(ours.column_count(), 13);
+            for i in 0..13 {
+                assert_eq!(ours.value(i).unwrap(), row.get_ref(i).unwrap(), "{encoding}, column {i}");
+            }
+            assert_eq!(ours.value(99).unwrap(), ValueRef::Null, "out of range reads as NULL");
+            assert!(!ours.step().unwrap());
+        }
+    }
+
+    #[test]
+    fn parameters_bind_by_index_and_name() {
+        use crate::bind::Parameters;
+        let conn = Connection::open_in_memory().unwrap();
+        let mut s = RawStatement::prepare(&conn, "SELECT :a, ?2, @c").unwrap();
+        assert_eq!(s.parameter_count(), 3);
+        assert_eq!(s.parameter_name(1), Some(":a"));
+        assert_eq!(s.parameter_name(2), Some("?2"));
+        assert_eq!(s.parameter_name(9), None);
+        assert_eq!(s.parameter_index("@c").unwrap(), Some(3));
+        assert_eq!(s.parameter_index("@zz").unwrap(), None);
+        assert!(matches!(s.parameter_index("a\0b"), Err(Error::Range(_))));
+        s.bind_value(1, ValueRef::Text("x".as_bytes())).unwrap();
+        s.bind_value(2, ValueRef::Blob(&[1, 2])).unwrap();
+        s.bind_value(3, ValueRef::Real(2.5)).unwrap();
+        let range = s.bind_value(4, ValueRef::Null);
+        assert!(matches!(range, Err(Error::Sqlite { code: ffi::SQLITE_RANGE, .. })), "{range:?}");
+        assert!(s.step().unwrap());
+        assert_eq!(s.value(0).unwrap(), ValueRef::Text(b"x"));
+        assert_eq!(s.value(1).unwrap(), ValueRef::Blob(&[1, 2]));
+        assert_eq!(s.value(2).unwrap(), ValueRef::Real(2.5));
+        s.reset();
+        assert!(s.step().unwrap());
+        assert_eq!(s.value(0).unwrap(), ValueRef::Null, "reset unbinds");
+    }
+}
