@@ -91,16 +91,18 @@ pub fn read(conn: &ReadConnection, sql: &str, params: &Params, format: ReadForma
         return crate::statements::describe(conn, sql).map(ReadOutput::Described);
     }
     under(Rule::Read, || {
-        let mut stmt = conn.statement(sql, |c| prepare_raw(c, sql))?;
+        let mut stmt = conn.statement(sql, |c| prepare_raw(c, sql, true))?;
         read_prepared(&mut stmt, sql, params, format)
     })
 }
 
-/// Prepares one statement of user text for the read path, with `prepare`'s checks.
-fn prepare_raw(conn: &Connection, sql: &str) -> Result<RawStatement> {
+/// Prepares one statement of user text for the read path, with `prepare`'s checks; `kept`:
+/// for the cache.
+fn prepare_raw(conn: &Connection, sql: &str, kept: bool) -> Result<RawStatement> {
     require_statement(sql)?;
     require_one_statement(conn, sql)?;
-    RawStatement::prepare(conn, sql).map_err(|e| e.with_sql(sql))
+    let stmt = if kept { RawStatement::prepare_persistent(conn, sql) } else { RawStatement::prepare(conn, sql) };
+    stmt.map_err(|e| e.with_sql(sql))
 }
 
 /// `read` on the writer (`tx.select`). Its cached statements are met by the authorizer
@@ -112,7 +114,7 @@ pub fn read_on_writer(conn: &ReadConnection, sql: &str, params: &Params, format:
         return read(conn, sql, params, format);
     }
     under(Rule::Read, || {
-        let mut stmt = prepare_raw(conn, sql)?;
+        let mut stmt = prepare_raw(conn, sql, false)?;
         read_prepared(&mut stmt, sql, params, format)
     })
 }
@@ -165,7 +167,7 @@ impl RowSink for JsonWriter {
 /// names are read after the first step: a statement prepared before a schema change is
 /// re-prepared by that step and may come back with other columns (`SELECT *` after
 /// `ALTER TABLE ... ADD COLUMN`). (`returned_rows` is the same walk over rusqlite's rows.)
-fn collect<S: RowSink>(stmt: &RawStatement, limit: u32, make: impl FnOnce(&[String]) -> S) -> Result<S> {
+fn collect<S: RowSink>(stmt: &mut RawStatement, limit: u32, make: impl FnOnce(&[String]) -> S) -> Result<S> {
     let more = stmt.step()?;
     let mut sink = make(&stmt.column_names()?);
     if more && limit > 0 {
@@ -177,7 +179,7 @@ fn collect<S: RowSink>(stmt: &RawStatement, limit: u32, make: impl FnOnce(&[Stri
     Ok(sink)
 }
 
-fn step_read(stmt: &RawStatement, format: ReadFormat) -> Result<ReadOutput> {
+fn step_read(stmt: &mut RawStatement, format: ReadFormat) -> Result<ReadOutput> {
     match format {
         ReadFormat::Rows { max_rows } => {
             let enc = collect(stmt, max_rows.unwrap_or(u32::MAX), |n| RowEncoder::new(n.iter().map(String::as_str)))?;
@@ -269,7 +271,7 @@ fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
     while !is_blank_sql(&sql.as_bytes()[at..]) {
         // SQLite's tail follows a `;` or ends the text: always a character boundary.
         let rest = sql.get(at..).ok_or_else(|| Error::Internal("statement tail inside a character".into()))?;
-        let stmt = RawStatement::prepare(conn, rest).map_err(|e| e.with_sql(sql))?;
+        let mut stmt = RawStatement::prepare(conn, rest).map_err(|e| e.with_sql(sql))?;
         stmt.run().map_err(|e| e.with_sql(sql))?;
         if stmt.tail == 0 {
             break;

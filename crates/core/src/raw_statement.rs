@@ -22,6 +22,16 @@ pub(crate) struct RawStatement {
 impl RawStatement {
     /// Prepares the first statement of `sql`.
     pub(crate) fn prepare(conn: &Connection, sql: &str) -> Result<RawStatement> {
+        Self::prepare_with(conn, sql, 0)
+    }
+
+    /// Prepares a statement meant to be kept (a cache): SQLite then keeps it out of the
+    /// connection's small lookaside memory, as rusqlite's cache asks too.
+    pub(crate) fn prepare_persistent(conn: &Connection, sql: &str) -> Result<RawStatement> {
+        Self::prepare_with(conn, sql, ffi::SQLITE_PREPARE_PERSISTENT as u32)
+    }
+
+    fn prepare_with(conn: &Connection, sql: &str, flags: u32) -> Result<RawStatement> {
         let len = i32::try_from(sql.len())
             .map_err(|_| Error::sqlite(ffi::SQLITE_TOOBIG, "the SQL text is too long"))?;
         // SAFETY: the handle is valid while `conn` is borrowed; it is only used on this
@@ -31,7 +41,7 @@ impl RawStatement {
         let mut tail: *const std::ffi::c_char = std::ptr::null();
         // SAFETY: `sql` is valid for `len` bytes (SQLite reads no further, and the text needs
         // no NUL terminator when a length is given); `stmt` and `tail` are valid out-pointers.
-        let rc = unsafe { ffi::sqlite3_prepare_v3(db, sql.as_ptr().cast(), len, 0, &mut stmt, &mut tail) };
+        let rc = unsafe { ffi::sqlite3_prepare_v3(db, sql.as_ptr().cast(), len, flags, &mut stmt, &mut tail) };
         if rc != ffi::SQLITE_OK {
             // SAFETY: on failure SQLite set `stmt` to null, or it is a statement to release.
             unsafe { ffi::sqlite3_finalize(stmt) };
@@ -47,8 +57,9 @@ impl RawStatement {
         self.stmt
     }
 
-    /// Steps once: true when a row is ready to read.
-    pub(crate) fn step(&self) -> Result<bool> {
+    /// Steps once: true when a row is ready to read. Takes `&mut self`: values and names
+    /// borrowed from the statement must be let go first (a step frees them).
+    pub(crate) fn step(&mut self) -> Result<bool> {
         if self.stmt.is_null() {
             return Ok(false);
         }
@@ -61,13 +72,13 @@ impl RawStatement {
     }
 
     /// Steps the statement to its end, discarding rows.
-    pub(crate) fn run(&self) -> Result<()> {
+    pub(crate) fn run(&mut self) -> Result<()> {
         while self.step()? {}
         Ok(())
     }
 
     /// Back to the start, parameters unbound: ready to be run again.
-    pub(crate) fn reset(&self) {
+    pub(crate) fn reset(&mut self) {
         // SAFETY: as in `step`. The codes returned repeat the last step's error, which its
         // caller has already seen.
         unsafe {
@@ -117,7 +128,7 @@ impl ColumnValues for rusqlite::Row<'_> {
 
 impl ColumnValues for RawStatement {
     /// The value of column `col` of the current row. The slices borrow SQLite's copy, valid
-    /// until the statement steps, resets or is finalized: all need `&self` to end first.
+    /// until the statement steps, resets or is finalized: all need the borrow to end first.
     /// Callers pass columns below `column_count()`; SQLite answers NULL for any other.
     fn value(&self, col: usize) -> Result<ValueRef<'_>> {
         let col = c_int::try_from(col).unwrap_or(c_int::MAX);
@@ -166,8 +177,7 @@ impl crate::bind::Parameters for RawStatement {
     }
 
     fn parameter_index(&self, name: &str) -> Result<Option<usize>> {
-        let name = std::ffi::CString::new(name)
-            .map_err(|_| Error::Range("a parameter name contains a NUL character".into()))?;
+        let name = std::ffi::CString::new(name).map_err(|e| Error::from(rusqlite::Error::NulError(e)))?;
         // SAFETY: as in `step`; `name` is NUL-terminated.
         let i = unsafe { ffi::sqlite3_bind_parameter_index(self.stmt, name.as_ptr()) };
         Ok((i > 0).then_some(i as usize))
@@ -242,14 +252,20 @@ mod tests {
         for encoding in ["UTF-8", "UTF-16le", "UTF-16be"] {
             let conn = Connection::open_in_memory().unwrap();
             conn.pragma_update(None, "encoding", encoding).unwrap();
+            let actual: String = conn.query_row("PRAGMA encoding", [], |r| r.get(0)).unwrap();
+            assert!(actual.eq_ignore_ascii_case(encoding), "{actual}");
             let mut theirs = conn.prepare(sql).unwrap();
             let mut rows = theirs.query([]).unwrap();
             let row = rows.next().unwrap().unwrap();
-            let ours = RawStatement::prepare(&conn, sql).unwrap();
+            let mut ours = RawStatement::prepare(&conn, sql).unwrap();
             assert!(ours.step().unwrap());
             assert_eq!(ours.column_count(), 13);
             for i in 0..13 {
-                assert_eq!(ours.value(i).unwrap(), row.get_ref(i).unwrap(), "{encoding}, column {i}");
+                match (ours.value(i).unwrap(), row.get_ref(i).unwrap()) {
+                    // Bits, so that -0.0 is not taken for 0.0.
+                    (ValueRef::Real(a), ValueRef::Real(b)) => assert_eq!(a.to_bits(), b.to_bits(), "column {i}"),
+                    (a, b) => assert_eq!(a, b, "{encoding}, column {i}"),
+                }
             }
             assert_eq!(ours.value(99).unwrap(), ValueRef::Null, "out of range reads as NULL");
             assert!(!ours.step().unwrap());
@@ -267,7 +283,7 @@ mod tests {
         assert_eq!(s.parameter_name(9), None);
         assert_eq!(s.parameter_index("@c").unwrap(), Some(3));
         assert_eq!(s.parameter_index("@zz").unwrap(), None);
-        assert!(matches!(s.parameter_index("a\0b"), Err(Error::Range(_))));
+        assert!(matches!(s.parameter_index("a\0b"), Err(Error::Type(_))), "as rusqlite reports it");
         s.bind_value(1, ValueRef::Text("x".as_bytes())).unwrap();
         s.bind_value(2, ValueRef::Blob(&[1, 2])).unwrap();
         s.bind_value(3, ValueRef::Real(2.5)).unwrap();

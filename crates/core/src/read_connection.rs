@@ -9,8 +9,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 pub struct ReadConnection {
-    // Declared before `conn`: every statement is finalized before the connection closes
-    // (rusqlite's close fails, and panics in drop, while statements are left).
+    // Declared before `conn`: every statement is finalized before the connection closes.
+    // SQLite refuses to close a connection with statements left, and rusqlite's drop then
+    // ignores the failure: the connection, its file and its locks would stay open.
     statements: RefCell<StatementCache>,
     conn: Connection,
 }
@@ -78,7 +79,7 @@ impl std::ops::DerefMut for CachedRawStatement<'_> {
 
 impl Drop for CachedRawStatement<'_> {
     fn drop(&mut self) {
-        if let (Some(key), Some(stmt)) = (self.key.take(), self.stmt.take()) {
+        if let (Some(key), Some(mut stmt)) = (self.key.take(), self.stmt.take()) {
             stmt.reset();
             // A cache borrowed elsewhere (cannot happen: borrows end within `statement`)
             // would only cost this statement.
@@ -130,7 +131,7 @@ mod tests {
     }
 
     fn use_once(c: &ReadConnection, sql: &str) {
-        let s = c.statement(sql, |conn| RawStatement::prepare(conn, sql)).unwrap();
+        let mut s = c.statement(sql, |conn| RawStatement::prepare_persistent(conn, sql)).unwrap();
         assert!(s.step().unwrap());
     }
 
@@ -162,12 +163,12 @@ mod tests {
         c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1), (2)").unwrap();
         let sql = "SELECT x FROM t ORDER BY x";
         {
-            let s = c.statement(sql, |conn| RawStatement::prepare(conn, sql)).unwrap();
+            let mut s = c.statement(sql, |conn| RawStatement::prepare(conn, sql)).unwrap();
             assert!(s.step().unwrap());
             // A nested use of the same text while it is lent gets a statement of its own.
             use_once(&c, sql);
         }
-        let s = c.statement(sql, |conn| RawStatement::prepare(conn, sql)).unwrap();
+        let mut s = c.statement(sql, |conn| RawStatement::prepare(conn, sql)).unwrap();
         assert!(s.step().unwrap());
         assert!(matches!(crate::raw_statement::ColumnValues::value(&*s, 0).unwrap(), rusqlite::types::ValueRef::Integer(1)));
     }
@@ -177,9 +178,18 @@ mod tests {
         let c = reads(0);
         use_once(&c, "SELECT 1");
         assert_eq!(c.cached_statements(), 0);
-        let c = reads(8);
-        use_once(&c, "SELECT 1");
+        // A file in WAL mode: SQLite deletes the -wal file when the last connection closes,
+        // and a statement left alive would keep the connection open (and the file there).
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1)").unwrap();
+        let c = ReadConnection::new(conn, 8);
+        use_once(&c, "SELECT x FROM t");
         assert_eq!(c.cached_statements(), 1);
-        drop(c); // rusqlite panics on close if a statement were still alive
+        let wal = dir.path().join("c.db-wal");
+        assert!(wal.exists());
+        drop(c);
+        assert!(!wal.exists(), "the connection closed");
     }
 }

@@ -501,8 +501,9 @@ impl Writer {
         let schema_changed = version != self.schema_version;
         self.schema_version = version;
         if schema_changed {
-            // Statements prepared against the old schema re-prepare themselves; the cache
-            // is flushed so column lists are read afresh.
+            // Statements prepared against the old schema re-prepare themselves; rusqlite's
+            // cache is flushed so column lists are read afresh. The reads' own cache
+            // (`ReadConnection`) is kept: reads take column names after their first step.
             self.conn.flush_prepared_statement_cache();
         }
         self.listener.committed(changes, schema_changed);
