@@ -22,7 +22,7 @@ pub struct ReadConnection {
 unsafe impl Send for ReadConnection {}
 
 impl ReadConnection {
-    /// Keeps up to `capacity` statements (the `statement_cache` open option; 0 keeps none).
+    /// Keeps up to `capacity` statements (`OpenOptions::statement_cache`; 0 keeps none).
     pub fn new(conn: Connection, capacity: usize) -> Self {
         ReadConnection { statements: RefCell::new(StatementCache::new(capacity)), conn }
     }
@@ -40,7 +40,7 @@ impl ReadConnection {
             Some(hit) => hit,
             None => (sql.to_owned(), prepare(&self.conn)?),
         };
-        Ok(CachedRawStatement { owner: self, key: Some(key), stmt: Some(stmt) })
+        Ok(CachedRawStatement { owner: self, lent: Some((key, stmt)) })
     }
 
     /// Statements held now (tests).
@@ -59,27 +59,26 @@ impl std::ops::Deref for ReadConnection {
 /// A statement lent by the cache; reset and returned on drop (also on error and unwind).
 pub(crate) struct CachedRawStatement<'c> {
     owner: &'c ReadConnection,
-    key: Option<String>,
-    stmt: Option<RawStatement>,
+    /// The SQL text it is cached under, and the statement; `None` only once dropped.
+    lent: Option<(String, RawStatement)>,
 }
 
 impl std::ops::Deref for CachedRawStatement<'_> {
     type Target = RawStatement;
     fn deref(&self) -> &RawStatement {
-        // Both options are Some until drop.
-        self.stmt.as_ref().expect("statement present until drop")
+        &self.lent.as_ref().expect("statement present until drop").1
     }
 }
 
 impl std::ops::DerefMut for CachedRawStatement<'_> {
     fn deref_mut(&mut self) -> &mut RawStatement {
-        self.stmt.as_mut().expect("statement present until drop")
+        &mut self.lent.as_mut().expect("statement present until drop").1
     }
 }
 
 impl Drop for CachedRawStatement<'_> {
     fn drop(&mut self) {
-        if let (Some(key), Some(mut stmt)) = (self.key.take(), self.stmt.take()) {
+        if let Some((key, mut stmt)) = self.lent.take() {
             stmt.reset();
             // A cache borrowed elsewhere (cannot happen: borrows end within `statement`)
             // would only cost this statement.
