@@ -1,0 +1,32 @@
+// CPU time of the reader threads per 10k-row read (the kernel's schedstat), for A/B runs of
+// two builds on a noisy machine: unlike wall time, it does not count time spent waiting for
+// a CPU (experiment 032). Uses the table items-reads.mjs builds (run that once first).
+//   node bench/experiments/reader-cpu.mjs <package root> [select|json]
+import { readFileSync, readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+const root = process.argv[2];
+const kind = process.argv[3] ?? 'select';
+const require = createRequire(root + '/package.json');
+const { Database } = require(root + '/dist/index.js');
+const db = await Database.open('/tmp/quietsqlite-items-100k.db');
+const sql = 'SELECT * FROM items WHERE id > ? ORDER BY id LIMIT 10000';
+const readerCpu = () => {
+  let ns = 0;
+  for (const t of readdirSync('/proc/self/task')) {
+    try {
+      if (!readFileSync(`/proc/self/task/${t}/comm`, 'utf8').startsWith('quietsqlite-rea')) continue;
+      ns += Number(readFileSync(`/proc/self/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      // The thread ended between listing and reading: not counted.
+    }
+  }
+  return ns;
+};
+const run = (i) => (kind === 'json' ? db.selectBytes(sql, [(i * 7919) % 90000]) : db.select(sql, [(i * 7919) % 90000]));
+for (let i = 0; i < 20; i++) await run(i);
+const n = 200;
+const c0 = readerCpu();
+for (let i = 0; i < n; i++) await run(i);
+const c1 = readerCpu();
+console.log(`${root.padEnd(18)} ${kind} reader CPU ${((c1 - c0) / n / 1e6).toFixed(3)} ms per query`);
+await db.close();
