@@ -2,13 +2,18 @@
 // two builds on a noisy machine: unlike wall time, it does not count time spent waiting for
 // a CPU (experiment 032). Uses the table items-reads.mjs builds (run that once first).
 //   node bench/experiments/reader-cpu.mjs <package root> [select|json]
-import { readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 const root = process.argv[2];
 const kind = process.argv[3] ?? 'select';
 const require = createRequire(root + '/package.json');
 const { Database } = require(root + '/dist/index.js');
-const db = await Database.open('/tmp/quietsqlite-items-100k.db');
+const file = '/tmp/quietsqlite-items-100k.db';
+if (!existsSync(file)) {
+  console.error(`${file} is missing: run bench/experiments/items-reads.mjs once to build it`);
+  process.exit(2);
+}
+const db = await Database.open(file);
 const sql = 'SELECT * FROM items WHERE id > ? ORDER BY id LIMIT 10000';
 const readerCpu = () => {
   let ns = 0;

@@ -79,6 +79,11 @@ impl RawStatement {
 
     /// Back to the start, parameters unbound: ready to be run again.
     pub(crate) fn reset(&mut self) {
+        // sqlite3_clear_bindings reads through a null statement unless SQLite is built with
+        // API armor: checked here, as `step` does, rather than left to a compile option.
+        if self.stmt.is_null() {
+            return;
+        }
         // SAFETY: as in `step`. The codes returned repeat the last step's error, which its
         // caller has already seen.
         unsafe {
