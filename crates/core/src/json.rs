@@ -63,10 +63,7 @@ pub fn write_value(out: &mut Vec<u8>, v: ValueRef<'_>) {
         ValueRef::Null => out.extend_from_slice(b"null"),
         ValueRef::Integer(i) => out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes()),
         ValueRef::Real(f) => write_real(out, f),
-        ValueRef::Text(t) => match std::str::from_utf8(t) {
-            Ok(_) => write_string(out, t),
-            Err(_) => write_string(out, String::from_utf8_lossy(t).as_bytes()),
-        },
+        ValueRef::Text(t) => write_text(out, t),
         ValueRef::Blob(b) => {
             out.push(b'"');
             let start = out.len();
@@ -107,22 +104,46 @@ fn needs_escape(word: u64) -> bool {
     (below_space | quote | backslash) != 0
 }
 
-/// Writes a JSON string literal; `s` must be valid UTF-8.
-pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
+/// Writes TEXT as a JSON string. ASCII text, the common case, takes one pass; other text
+/// is validated after it is written, and rewritten with U+FFFD when it is not UTF-8.
+fn write_text(out: &mut Vec<u8>, t: &[u8]) {
+    let start = out.len();
+    if write_string(out, t) || std::str::from_utf8(t).is_ok() {
+        return;
+    }
+    out.truncate(start);
+    write_string(out, String::from_utf8_lossy(t).as_bytes());
+}
+
+/// Writes a JSON string literal of `s`, escaping what JSON requires and copying every byte
+/// from 0x80 up as it is (`s` must be valid UTF-8 for the output to be). Returns whether `s`
+/// is all ASCII.
+pub fn write_string(out: &mut Vec<u8>, s: &[u8]) -> bool {
     out.reserve(s.len() + 2);
     out.push(b'"');
+    // Every byte checked, ORed together: a high bit anywhere means non-ASCII text.
+    let mut seen = 0u64;
     let mut i = 0;
     let mut clean_from = 0;
     while i < s.len() {
-        // Skip 8 clean bytes at a time: the common case is long runs with nothing to escape.
-        if i + 8 <= s.len() {
-            let word = u64::from_le_bytes(s[i..i + 8].try_into().unwrap());
-            if !needs_escape(word) {
-                i += 8;
-                continue;
+        // Check 8 bytes at a time: the common case is long runs with nothing to escape. The
+        // last few bytes are checked as one word padded with spaces (never escaped), so short
+        // values and ends of values do not go byte by byte.
+        let word = match s.get(i..i + 8) {
+            Some(w) => u64::from_le_bytes(w.try_into().unwrap()),
+            None => {
+                let mut padded = [b' '; 8];
+                padded[..s.len() - i].copy_from_slice(&s[i..]);
+                u64::from_le_bytes(padded)
             }
+        };
+        if !needs_escape(word) {
+            seen |= word;
+            i += 8;
+            continue;
         }
         let c = s[i];
+        seen |= u64::from(c);
         let esc: &[u8] = match c {
             b'"' => b"\\\"",
             b'\\' => b"\\\\",
@@ -151,6 +172,7 @@ pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
     }
     out.extend_from_slice(&s[clean_from..]);
     out.push(b'"');
+    seen & 0x8080_8080_8080_8080 == 0
 }
 
 #[cfg(test)]
@@ -186,6 +208,53 @@ mod tests {
             let text = [b'a'; 9].iter().copied().chain([c]).collect::<Vec<u8>>();
             let out = s(ValueRef::Text(&text));
             assert!(!out.bytes().any(|b| b < 0x20), "raw control byte {c} leaked");
+        }
+    }
+
+    /// What `write_value` must produce for TEXT, written the slow way: invalid UTF-8
+    /// replaced, then each character escaped on its own.
+    fn reference(t: &[u8]) -> String {
+        let mut o = String::from("\"");
+        for ch in String::from_utf8_lossy(t).chars() {
+            match ch {
+                '"' => o.push_str("\\\""),
+                '\\' => o.push_str("\\\\"),
+                '\n' => o.push_str("\\n"),
+                '\r' => o.push_str("\\r"),
+                '\t' => o.push_str("\\t"),
+                '\u{8}' => o.push_str("\\b"),
+                '\u{c}' => o.push_str("\\f"),
+                c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+                c => o.push(c),
+            }
+        }
+        o.push('"');
+        o
+    }
+
+    #[test]
+    fn text_of_every_length_matches_the_reference_wherever_the_odd_byte_sits() {
+        // Each odd piece at each position of texts from 1 to 24 bytes, so that it falls in a
+        // full word, in the padded last word, and across the two.
+        let pieces: [&[u8]; 10] = [b"\"", b"\\", b"\n", b"\x01", b"\x1f", b"\x7f", "é".as_bytes(), "😀".as_bytes(), b"\xff", b"\xe2\x82"];
+        for piece in pieces {
+            for len in 0..=24 {
+                for at in 0..=len {
+                    let mut t = vec![b'a'; len];
+                    t.splice(at..at, piece.iter().copied());
+                    assert_eq!(s(ValueRef::Text(&t)), reference(&t), "{t:?}");
+                }
+            }
+        }
+        for t in [&b""[..], b"a", b"abcdefg", b"abcdefgh", b"abcdefghi", "é ✓".as_bytes()] {
+            assert_eq!(s(ValueRef::Text(t)), reference(t), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn write_string_says_whether_it_saw_only_ascii() {
+        for (t, ascii) in [(&b""[..], true), (b"plain text, longer than a word", true), (b"a\"b\n", true), ("caf\u{e9}".as_bytes(), false), ("\u{e9} then a long ascii tail".as_bytes(), false), (b"\x80", false)] {
+            assert_eq!(write_string(&mut Vec::new(), t), ascii, "{t:?}");
         }
     }
 
