@@ -89,7 +89,41 @@ fn write_real(out: &mut Vec<u8>, f: f64) {
         out.extend_from_slice(itoa::Buffer::new().format(f as i64).as_bytes());
         return;
     }
+    if let Some(h) = hundredths(f) {
+        write_hundredths(out, h);
+        return;
+    }
     out.extend_from_slice(ryu::Buffer::new().format_finite(f).as_bytes());
+}
+
+/// `f` as a whole number of hundredths, when `f` is the double nearest to that decimal and
+/// below 2^31 in size. Then no other decimal of at most two places is nearest to `f` (a
+/// double there is finer than 1e-6), so that decimal, its trailing zero dropped, is the
+/// shortest text that reads back as `f`: what ryu and `JSON.stringify` print, found without
+/// ryu's general search. Prices and other values kept to cents are most reals in practice.
+fn hundredths(f: f64) -> Option<i64> {
+    if !(f.abs() < 2_147_483_648.0) {
+        return None;
+    }
+    let h = (f * 100.0).round();
+    // Division is correctly rounded: equality means `f` is the double nearest to h / 100.
+    (h / 100.0 == f).then_some(h as i64)
+}
+
+/// Writes `h` hundredths as a decimal; `h` is not a multiple of 100 (integral reals are
+/// written as integers before this).
+fn write_hundredths(out: &mut Vec<u8>, h: i64) {
+    if h < 0 {
+        out.push(b'-');
+    }
+    let h = h.unsigned_abs();
+    out.extend_from_slice(itoa::Buffer::new().format(h / 100).as_bytes());
+    let (tenths, rest) = ((h % 100) / 10, h % 10);
+    out.push(b'.');
+    out.push(b'0' + tenths as u8);
+    if rest != 0 {
+        out.push(b'0' + rest as u8);
+    }
 }
 
 /// True when any byte of the 8 needs escaping: < 0x20, '"' or '\\'.
@@ -255,6 +289,43 @@ mod tests {
     fn write_string_says_whether_it_saw_only_ascii() {
         for (t, ascii) in [(&b""[..], true), (b"plain text, longer than a word", true), (b"a\"b\n", true), ("caf\u{e9}".as_bytes(), false), ("\u{e9} then a long ascii tail".as_bytes(), false), (b"\x80", false)] {
             assert_eq!(write_string(&mut Vec::new(), t), ascii, "{t:?}");
+        }
+    }
+
+    /// Reals print as ryu prints them (integral ones as integers), whether or not they take
+    /// the hundredths path.
+    #[test]
+    fn reals_print_as_ryu_prints_them() {
+        let ryu_way = |f: f64| {
+            if f == f.trunc() && f.abs() < 1e15 {
+                itoa::Buffer::new().format(f as i64).to_string()
+            } else {
+                ryu::Buffer::new().format_finite(f).to_string()
+            }
+        };
+        let check = |f: f64| {
+            if f.is_finite() {
+                assert_eq!(s(ValueRef::Real(f)), ryu_way(f), "{f:e} ({:#x})", f.to_bits());
+            }
+        };
+        for h in -200_000i64..=200_000 {
+            let f = h as f64 / 100.0;
+            check(f);
+            // The neighbouring doubles are not that decimal and must not print as it.
+            check(f64::from_bits(f.to_bits() + 1));
+            check(f64::from_bits(f.to_bits().wrapping_sub(1)));
+        }
+        for f in [0.1 + 0.2, 1.0 / 3.0, 2_147_483_647.99, -2_147_483_647.99, 2_147_483_648.5, 21_474_836.47, 0.005, 1e-7, 123_456.785] {
+            check(f);
+        }
+        // Scattered doubles of every size, from a fixed-seed generator.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            check(f64::from_bits(x));
+            check((x % 1_000_000_000) as f64 / 100.0);
         }
     }
 
