@@ -37,8 +37,22 @@ const { values: args } = parseArgs({
     out: { type: 'string', default: join(root, 'bench', 'results') },
     label: { type: 'string', default: 'server' },
     'no-write': { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
   },
 });
+if (args.help) {
+  console.log(`usage: node bench/server/run.mjs [options]     (npm run bench:server -- [options])
+
+  --duration S     seconds per load, 1 to 120 (default 10)
+  --drivers LIST   comma-separated drivers (default: ${DRIVERS.join(',')})
+  --label NAME     name used in <out>/<date>-<label>.{md,json} (default "server")
+  --out DIR        where results go (default bench/results)
+  --no-write       do not write result files (still prints the summary)
+  -h, --help       this text
+
+QUIETSQLITE_OPEN_OPTIONS='<json>' passes open options to quietsqlite (e.g. '{"readers":4}').`);
+  process.exit(0);
+}
 const duration = Number(args.duration);
 if (!(duration >= 1 && duration <= 120)) throw new RangeError('--duration is seconds, 1 to 120');
 const drivers = args.drivers.split(',').map((s) => s.trim()).filter(Boolean);
