@@ -268,9 +268,14 @@ mod tests {
 
     #[test]
     fn text_of_every_length_matches_the_reference_wherever_the_odd_byte_sits() {
-        // Each odd piece at each position of texts from 1 to 24 bytes, so that it falls in a
-        // full word, in the padded last word, and across the two.
-        let pieces: [&[u8]; 10] = [b"\"", b"\\", b"\n", b"\x01", b"\x1f", b"\x7f", "é".as_bytes(), "😀".as_bytes(), b"\xff", b"\xe2\x82"];
+        // Each odd piece at each position of 0 to 24 ASCII bytes, so that it falls in a full
+        // word, in the padded last word, and across the two. The last pieces put a byte from
+        // 0x80 up in the same word as an escape, where only the byte-by-byte path sees it.
+        let pieces: [&[u8]; 14] = [
+            b"\"", b"\\", b"\n", b"\x01", b"\x1f", b"\x7f",
+            "é".as_bytes(), "😀".as_bytes(), b"\xff", b"\xe2\x82",
+            b"\xff\"", b"a\xff\n", "é\\".as_bytes(), b"\x01\xc3",
+        ];
         for piece in pieces {
             for len in 0..=24 {
                 for at in 0..=len {
@@ -287,7 +292,18 @@ mod tests {
 
     #[test]
     fn write_string_says_whether_it_saw_only_ascii() {
-        for (t, ascii) in [(&b""[..], true), (b"plain text, longer than a word", true), (b"a\"b\n", true), ("caf\u{e9}".as_bytes(), false), ("\u{e9} then a long ascii tail".as_bytes(), false), (b"\x80", false)] {
+        let cases: [(&[u8], bool); 9] = [
+            (b"", true),
+            (b"plain text, longer than a word", true),
+            (b"a\"b\n", true),
+            ("caf\u{e9}".as_bytes(), false),
+            ("\u{e9} then a long ascii tail".as_bytes(), false),
+            (b"\x80", false),
+            (b"\xff\"", false),
+            (b"abcdefgh\xff\\", false),
+            ("\u{e9}\"".as_bytes(), false),
+        ];
+        for (t, ascii) in cases {
             assert_eq!(write_string(&mut Vec::new(), t), ascii, "{t:?}");
         }
     }
@@ -315,7 +331,11 @@ mod tests {
             check(f64::from_bits(f.to_bits() + 1));
             check(f64::from_bits(f.to_bits().wrapping_sub(1)));
         }
-        for f in [0.1 + 0.2, 1.0 / 3.0, 2_147_483_647.99, -2_147_483_647.99, 2_147_483_648.5, 21_474_836.47, 0.005, 1e-7, 123_456.785] {
+        let chosen = [
+            0.1 + 0.2, 1.0 / 3.0, 2_147_483_647.99, -2_147_483_647.99, 2_147_483_648.5,
+            21_474_836.47, 0.005, 1e-7, 123_456.785,
+        ];
+        for f in chosen {
             check(f);
         }
         // Scattered doubles of every size, from a fixed-seed generator.
