@@ -152,7 +152,7 @@ fn write_text(out: &mut Vec<u8>, t: &[u8]) {
 /// Writes a JSON string literal of `s`, escaping what JSON requires and copying every byte
 /// from 0x80 up as it is (`s` must be valid UTF-8 for the output to be). Returns whether `s`
 /// is all ASCII.
-pub fn write_string(out: &mut Vec<u8>, s: &[u8]) -> bool {
+fn write_string(out: &mut Vec<u8>, s: &[u8]) -> bool {
     out.reserve(s.len() + 2);
     out.push(b'"');
     // Every byte checked, ORed together: a high bit anywhere means non-ASCII text.
