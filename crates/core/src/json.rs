@@ -126,13 +126,15 @@ fn write_hundredths(out: &mut Vec<u8>, h: i64) {
     }
 }
 
+/// The high bit of each byte of a word.
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
 /// True when any byte of the 8 needs escaping: < 0x20, '"' or '\\'.
 #[inline]
 fn needs_escape(word: u64) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
-    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH_BITS;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGH_BITS;
     let quote = has_zero(word ^ (ONES * b'"' as u64));
     let backslash = has_zero(word ^ (ONES * b'\\' as u64));
     (below_space | quote | backslash) != 0
@@ -206,7 +208,7 @@ fn write_string(out: &mut Vec<u8>, s: &[u8]) -> bool {
     }
     out.extend_from_slice(&s[clean_from..]);
     out.push(b'"');
-    seen & 0x8080_8080_8080_8080 == 0
+    seen & HIGH_BITS == 0
 }
 
 #[cfg(test)]
