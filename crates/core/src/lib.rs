@@ -25,6 +25,7 @@ pub mod hooks;
 pub mod inline;
 pub mod iterate;
 pub mod json;
+mod json_helper;
 pub mod live;
 pub mod query;
 mod raw_statement;
