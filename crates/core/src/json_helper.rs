@@ -2,9 +2,10 @@
 //! `SPLIT_AT_BYTES`, the reader only steps and copies each row's values into a batch, and a
 //! helper thread writes the batches as JSON while the reader steps on
 //! (docs/experiments/036-json-helper-thread.md). Each reader owns one helper, started on
-//! first use and ended (joined) with the reader. A result is split only when a CPU is left
-//! for the helper (fewer readers busy than CPUs): when every CPU is taken, the copy into
-//! batches would only add work.
+//! first use and ended (joined) with the reader. A result is split only when each busy
+//! reader of the database could have a CPU for its helper too: with fewer CPUs the copy
+//! into batches would only add work. A helper that cannot be started leaves the result
+//! with the reader.
 //!
 //! The writer moves to the helper for the rest of the result and comes back when the reader
 //! says the rows are done, so the output is one buffer in row order. At most `BATCHES`
@@ -12,6 +13,7 @@
 //! the memory between the two threads. Every wait ends: a helper that stopped drops its ends
 //! of the channels, and the reader then fails the request instead of waiting.
 
+use crate::completion::panic_message;
 use crate::error::{Error, Result};
 use crate::json::JsonWriter;
 use crate::raw_statement::{ColumnValues, RawStatement};
@@ -81,6 +83,9 @@ impl Batch {
 
     /// Writes the batch's rows (`cols` values each; `cols` > 0) to `out`.
     fn write_to(&self, out: &mut JsonWriter, cols: usize) -> Result<()> {
+        if self.cells.len() % cols != 0 {
+            return Err(Error::Internal("a batch ends inside a row".into()));
+        }
         for cells in self.cells.chunks_exact(cols) {
             out.push_row(&BatchRow { cells, bytes: &self.bytes })?;
         }
@@ -156,22 +161,30 @@ impl JsonHelper {
         JsonHelper { running: None, busy_readers }
     }
 
-    /// Whether a CPU is left for the helper now: fewer readers busy than CPUs.
+    /// Whether a CPU is left for the helper now: each busy reader (this one included) may
+    /// have its helper at work, so two CPUs for each.
     pub(crate) fn has_a_cpu(&self) -> bool {
-        self.busy_readers.load(Ordering::Acquire) < crate::spin::cpus()
+        2 * self.busy_readers.load(Ordering::Acquire) <= crate::spin::cpus()
+    }
+
+    /// Starts the helper thread if it is not running; false when it cannot be started (the
+    /// result then stays with the reader).
+    pub(crate) fn start(&mut self) -> bool {
+        if self.running.is_none() {
+            self.running = spawn().ok();
+        }
+        self.running.is_some()
     }
 
     /// Writes the rest of `stmt`'s rows, its current row first, after what `writer` holds,
-    /// and returns the writer. On an error (from SQLite while stepping, or a helper that
-    /// stopped) the result is dropped, and the helper is ready for the next one.
+    /// and returns the writer; call `start` first. On an error (from SQLite while stepping,
+    /// or a helper that stopped) the result is dropped, and the helper is ready for the next
+    /// one.
     pub(crate) fn write_rest(&mut self, writer: JsonWriter, stmt: &mut RawStatement, cols: usize) -> Result<JsonWriter> {
         if cols == 0 {
             return Err(Error::Internal("a result without columns cannot be split".into()));
         }
-        if self.running.is_none() {
-            self.running = Some(spawn()?);
-        }
-        let running = self.running.as_mut().expect("started above");
+        let running = self.running.as_mut().ok_or_else(helper_stopped)?;
         let outcome = catch_unwind(AssertUnwindSafe(|| stream(running, writer, stmt, cols)));
         match outcome {
             Ok(Ok(w)) => Ok(w),
@@ -215,7 +228,9 @@ fn serve(jobs: Receiver<Job>, spares: Sender<Batch>, done: Sender<Result<JsonWri
             Job::Rows(mut batch) => {
                 if let Some((w, cols, outcome)) = current.as_mut() {
                     if outcome.is_ok() {
-                        *outcome = batch.write_to(w, *cols);
+                        // A panic fails this result with its message; the loop stays in step.
+                        *outcome = catch_unwind(AssertUnwindSafe(|| batch.write_to(w, *cols)))
+                            .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
                     }
                 }
                 batch.clear();
@@ -304,6 +319,7 @@ mod tests {
         let mut rows = 0;
         while more {
             if split_after_rows == Some(rows) {
+                assert!(helper.start());
                 w = helper.write_rest(w, &mut stmt, names.len())?;
                 break;
             }
@@ -338,8 +354,6 @@ mod tests {
             assert_eq!(json_of(&conn, sql, Some(at), &mut helper).unwrap(), alone, "split at {at}");
         }
         assert!(helper.running.is_some());
-        // Batches are reused, never more than BATCHES of them.
-        assert!(helper.running.as_ref().unwrap().batches <= BATCHES);
         check_shape(&alone);
     }
 
@@ -358,8 +372,11 @@ mod tests {
         let failing = "SELECT i, CASE WHEN i = 20000 THEN abs(-9223372036854775807 - 1) ELSE s END FROM t ORDER BY rowid";
         let r = json_of(&conn, failing, Some(10), &mut helper);
         assert!(matches!(r, Err(Error::Sqlite { .. })), "{:?}", r.map(|s| s.len()));
+        let thread = |h: &JsonHelper| h.running.as_ref().unwrap().thread.as_ref().unwrap().thread().id();
+        let before = thread(&helper);
         let sql = "SELECT * FROM t ORDER BY rowid";
         assert_eq!(json_of(&conn, sql, Some(3), &mut helper).unwrap(), json_of(&conn, sql, None, &mut helper).unwrap());
+        assert_eq!(thread(&helper), before, "the same helper went on after the error");
     }
 
     #[test]
@@ -367,8 +384,34 @@ mod tests {
         let busy = Arc::new(AtomicUsize::new(1));
         let helper = JsonHelper::new(busy.clone());
         assert_eq!(helper.has_a_cpu(), crate::spin::cpus() > 1);
-        busy.store(crate::spin::cpus(), Ordering::Release);
+        busy.store(crate::spin::cpus() / 2 + 1, Ordering::Release);
         assert!(!helper.has_a_cpu());
+    }
+
+    #[test]
+    fn a_panic_in_the_helper_fails_its_result_with_the_message_and_no_other() {
+        let conn = table();
+        let mut helper = helper();
+        assert!(helper.start());
+        let running = helper.running.as_mut().unwrap();
+        let jobs = running.jobs.as_ref().unwrap();
+        // A column count of zero panics in the helper; one that does not divide the batch
+        // would drop values: both must come back as errors.
+        for cols in [0, 99] {
+            let mut batch = Batch::default();
+            let mut stmt = RawStatement::prepare(&conn, "SELECT i, s FROM t").unwrap();
+            assert!(stmt.step().unwrap());
+            batch.push_row(&stmt, 2).unwrap();
+            jobs.send(Job::Start(JsonWriter::new(["i", "s"].into_iter()), cols)).unwrap();
+            jobs.send(Job::Rows(batch)).unwrap();
+            jobs.send(Job::Finish).unwrap();
+            match running.done.recv().unwrap() {
+                Err(Error::Internal(m)) => assert!(!m.is_empty(), "cols {cols}"),
+                other => panic!("cols {cols}: {:?}", other.map(|w| w.rows())),
+            }
+        }
+        let sql = "SELECT * FROM t ORDER BY rowid";
+        assert_eq!(json_of(&conn, sql, Some(3), &mut helper).unwrap(), json_of(&conn, sql, None, &mut helper).unwrap());
     }
 
     #[test]
@@ -381,7 +424,7 @@ mod tests {
         assert_eq!(thread.name(), Some("quietsqlite-json"));
         let done = running.done.clone();
         drop(running);
-        // Joined on drop: its end of the channel is gone.
-        assert!(done.recv().is_err());
+        // Joined on drop: the thread has already ended, so its end of the channel is gone.
+        assert!(matches!(done.try_recv(), Err(crossbeam_channel::TryRecvError::Disconnected)));
     }
 }

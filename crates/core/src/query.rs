@@ -211,9 +211,11 @@ fn collect_json(stmt: &mut RawStatement, json_helper: Option<&mut JsonHelper>) -
         more = stmt.step()?;
         if more && writer.bytes_written() >= SPLIT_AT_BYTES {
             // Asked once per result: past this point it stays with the reader either way.
-            if let Some(helper) = json_helper.take().filter(|h| h.has_a_cpu()) {
-                writer = helper.write_rest(writer, stmt, names.len())?;
-                break;
+            if let Some(helper) = json_helper.take() {
+                if helper.has_a_cpu() && helper.start() {
+                    writer = helper.write_rest(writer, stmt, names.len())?;
+                    break;
+                }
             }
         }
     }
