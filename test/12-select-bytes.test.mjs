@@ -1,9 +1,7 @@
 // selectBytes: native UTF-8 JSON that always parses and agrees with select().
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { availableParallelism } from 'node:os';
-import { readdir, readFile } from 'node:fs/promises';
-import { openMemory, openTemp } from './fixtures/helpers.mjs';
+import { openMemory } from './fixtures/helpers.mjs';
 
 const SAFE = 2n ** 53n - 1n;
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
@@ -182,66 +180,4 @@ test('a 5,000-row mixed result agrees with select()', async (t) => {
     FROM c`);
   const { rows } = await assertAgrees(db, 'SELECT * FROM big ORDER BY id');
   assert.equal(rows.length, 5_000);
-});
-
-/** Names of this process's native threads (Linux), or undefined elsewhere. */
-async function threadNames() {
-  try {
-    const tasks = await readdir('/proc/self/task');
-    return await Promise.all(tasks.map((t) => readFile(`/proc/self/task/${t}/comm`, 'utf8').then((n) => n.trim(), () => '')));
-  } catch {
-    return undefined;
-  }
-}
-
-/** A file database (read by reader threads) with 20,000 rows, about 3 MB as JSON. */
-async function openLarge(t) {
-  const db = await openTemp(t, { readers: 1 });
-  await db.execute(`CREATE TABLE big AS
-    WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000)
-    SELECT x AS id, x / 8.0 AS r, printf('row "%d" é\\ %s', x, hex(randomblob(40))) AS s,
-           CASE WHEN x % 3 = 0 THEN NULL ELSE randomblob(x % 7) END AS b,
-           CASE WHEN x % 1000 = 0 THEN x * 1000000000000 ELSE -x END AS big
-    FROM c`);
-  // Values far larger than one hand-over, and text that is not UTF-8.
-  await db.execute("INSERT INTO big VALUES (20001, 0.5, CAST(x'ff41' AS TEXT), zeroblob(2000000), 1)");
-  await db.execute("INSERT INTO big VALUES (20002, 1.5, printf('%.3000000c', 'q'), NULL, 2)");
-  return db;
-}
-
-test('a large result agrees with select() when a second thread writes part of its JSON', { timeout: 30_000 }, async (t) => {
-  const db = await openLarge(t);
-  const { rows } = await assertAgrees(db, 'SELECT * FROM big ORDER BY id');
-  assert.equal(rows.length, 20_002);
-  // Past 64 KiB of JSON, a reader hands the rest to its helper thread (experiment 036)
-  // when it has a CPU to spare. Seen here, so the agreement above covers that path.
-  const names = await threadNames();
-  if (names !== undefined && availableParallelism() > 1) {
-    assert.ok(names.includes('quietsqlite-jso'), `JSON helper thread among ${names.join(', ')}`);
-  }
-  // Smaller results stay whole with the reader, and agree too.
-  await assertAgrees(db, 'SELECT * FROM big WHERE id <= 300 ORDER BY id');
-});
-
-test('an error after the JSON is handed over rejects the read, and the next read is whole', { timeout: 30_000 }, async (t) => {
-  const db = await openLarge(t);
-  // abs() of the smallest integer fails: at row 19,000, long after the hand-over.
-  const failing = 'SELECT id, s, CASE WHEN id = 19000 THEN abs(-9223372036854775807 - 1) ELSE r END AS v FROM big ORDER BY id';
-  await assert.rejects(db.selectBytes(failing), (err) => err.code === 'SQLITE_ERROR' && /integer overflow/.test(err.message));
-  for (let i = 0; i < 3; i++) {
-    const { rows } = await assertAgrees(db, 'SELECT id, s FROM big WHERE id <= 19000 ORDER BY id');
-    assert.equal(rows.length, 19_000);
-  }
-});
-
-test('close() ends the JSON helper threads with their readers', { timeout: 30_000 }, async (t) => {
-  if ((await threadNames()) === undefined) return t.skip('needs /proc/self/task');
-  const helpers = async () => (await threadNames()).filter((n) => n === 'quietsqlite-jso').length;
-  const db = await openLarge(t);
-  const before = await helpers();
-  await db.selectBytes('SELECT * FROM big');
-  if (availableParallelism() > 1) assert.equal(await helpers(), before + 1, 'the reader started its helper');
-  await db.close();
-  // Joined before close() resolves: no waiting for threads to wind down.
-  assert.equal(await helpers(), before, 'no JSON helper thread left after close()');
 });

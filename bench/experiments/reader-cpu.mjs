@@ -2,8 +2,7 @@
 // two builds on a noisy machine: unlike wall time, it does not count time spent waiting for
 // a CPU (experiment 032). Uses the table items-reads.mjs builds (run that once first).
 // PRAGMAS='{"cache_size":-16000}' adds open's `pragmas` (experiment 033). Also prints the
-// wall time per read, the process's peak RSS, and the CPU time of the readers' JSON helper
-// threads (experiment 036).
+// wall time per read and the process's peak RSS.
 //   node bench/experiments/reader-cpu.mjs <package root> [select|json]
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -19,12 +18,11 @@ if (!existsSync(file)) {
 const pragmas = process.env.PRAGMAS ? JSON.parse(process.env.PRAGMAS) : undefined;
 const db = await Database.open(file, pragmas ? { pragmas } : {});
 const sql = 'SELECT * FROM items WHERE id > ? ORDER BY id LIMIT 10000';
-// Thread names are cut to 15 bytes: quietsqlite-rea(der-N), quietsqlite-jso(n).
-const threadCpu = (prefix) => {
+const readerCpu = () => {
   let ns = 0;
   for (const t of readdirSync('/proc/self/task')) {
     try {
-      if (!readFileSync(`/proc/self/task/${t}/comm`, 'utf8').startsWith(prefix)) continue;
+      if (!readFileSync(`/proc/self/task/${t}/comm`, 'utf8').startsWith('quietsqlite-rea')) continue;
       ns += Number(readFileSync(`/proc/self/task/${t}/schedstat`, 'utf8').split(' ')[0]);
     } catch {
       // The thread ended between listing and reading: not counted.
@@ -32,19 +30,15 @@ const threadCpu = (prefix) => {
   }
   return ns;
 };
-const readerCpu = () => threadCpu('quietsqlite-rea');
-const helperCpu = () => threadCpu('quietsqlite-jso');
 const run = (i) => (kind === 'json' ? db.selectBytes(sql, [(i * 7919) % 90000]) : db.select(sql, [(i * 7919) % 90000]));
 for (let i = 0; i < 20; i++) await run(i);
 const n = 200;
 const c0 = readerCpu();
-const h0 = helperCpu();
 const t0 = performance.now();
 for (let i = 0; i < n; i++) await run(i);
 const wall = (performance.now() - t0) / n;
 const c1 = readerCpu();
-const h1 = helperCpu();
 const label = `${root.padEnd(18)} ${kind}${pragmas ? ` ${JSON.stringify(pragmas)}` : ''}`;
 const peak = process.resourceUsage().maxRSS / 1024;
-console.log(`${label} reader CPU ${((c1 - c0) / n / 1e6).toFixed(3)} ms, JSON helper CPU ${((h1 - h0) / n / 1e6).toFixed(3)} ms, wall ${wall.toFixed(3)} ms per query; peak RSS ${peak.toFixed(1)} MB`);
+console.log(`${label} reader CPU ${((c1 - c0) / n / 1e6).toFixed(3)} ms, wall ${wall.toFixed(3)} ms per query; peak RSS ${peak.toFixed(1)} MB`);
 await db.close();

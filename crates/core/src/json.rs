@@ -52,11 +52,6 @@ impl JsonWriter {
         self.rows
     }
 
-    /// Bytes written so far.
-    pub fn bytes_written(&self) -> usize {
-        self.out.len()
-    }
-
     pub fn finish(mut self) -> Vec<u8> {
         self.out.push(b']');
         self.out

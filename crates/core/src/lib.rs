@@ -25,7 +25,6 @@ pub mod hooks;
 pub mod inline;
 pub mod iterate;
 pub mod json;
-mod json_helper;
 pub mod live;
 pub mod query;
 mod raw_statement;

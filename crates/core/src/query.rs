@@ -5,7 +5,6 @@ use crate::bind::bind;
 use crate::encode::{EncodedRows, RowEncoder};
 use crate::error::{Error, Result};
 use crate::json::JsonWriter;
-use crate::json_helper::{JsonHelper, SPLIT_AT_BYTES};
 use crate::raw_statement::{ColumnValues, RawStatement};
 use crate::read_connection::ReadConnection;
 use crate::statement_rules::{under, Rule};
@@ -88,34 +87,12 @@ pub(crate) fn require_statement(sql: &str) -> Result<()> {
 /// Runs a query that must not write or change its connection (see `statement_rules`).
 /// Used by readers (read-only connections), live queries and the inline connection.
 pub fn read(conn: &ReadConnection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
-    read_with(conn, sql, params, format, None)
-}
-
-/// `read` on a reader thread: a large JSON result is finished by the reader's JSON helper
-/// (see `json_helper`).
-pub fn read_on_reader(
-    conn: &ReadConnection,
-    sql: &str,
-    params: &Params,
-    format: ReadFormat,
-    json_helper: &mut JsonHelper,
-) -> Result<ReadOutput> {
-    read_with(conn, sql, params, format, Some(json_helper))
-}
-
-fn read_with(
-    conn: &ReadConnection,
-    sql: &str,
-    params: &Params,
-    format: ReadFormat,
-    json_helper: Option<&mut JsonHelper>,
-) -> Result<ReadOutput> {
     if format == ReadFormat::Describe {
         return crate::statements::describe(conn, sql).map(ReadOutput::Described);
     }
     under(Rule::Read, || {
         let mut stmt = conn.statement(sql, |c| prepare_raw(c, sql, true))?;
-        read_prepared(&mut stmt, sql, params, format, json_helper)
+        read_prepared(&mut stmt, sql, params, format)
     })
 }
 
@@ -138,7 +115,7 @@ pub fn read_on_writer(conn: &ReadConnection, sql: &str, params: &Params, format:
     }
     under(Rule::Read, || {
         let mut stmt = prepare_raw(conn, sql, false)?;
-        read_prepared(&mut stmt, sql, params, format, None)
+        read_prepared(&mut stmt, sql, params, format)
     })
 }
 
@@ -150,13 +127,7 @@ fn starts_with_query(sql: &[u8]) -> bool {
     ["select", "with", "values"].iter().any(|k| word.eq_ignore_ascii_case(k.as_bytes()))
 }
 
-fn read_prepared(
-    stmt: &mut RawStatement,
-    sql: &str,
-    params: &Params,
-    format: ReadFormat,
-    json_helper: Option<&mut JsonHelper>,
-) -> Result<ReadOutput> {
+fn read_prepared(stmt: &mut RawStatement, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
     if !stmt.readonly() {
         return Err(Error::Sqlite {
             code: rusqlite::ffi::SQLITE_READONLY,
@@ -165,7 +136,7 @@ fn read_prepared(
         });
     }
     bind(stmt, params).map_err(|e| e.with_sql(sql))?;
-    step_read(stmt, format, json_helper).map_err(|e| e.with_sql(sql))
+    step_read(stmt, format).map_err(|e| e.with_sql(sql))
 }
 
 /// What rows are collected into.
@@ -180,6 +151,15 @@ impl RowSink for RowEncoder {
     }
     fn rows(&self) -> u32 {
         RowEncoder::rows(self)
+    }
+}
+
+impl RowSink for JsonWriter {
+    fn push_row<R: ColumnValues + ?Sized>(&mut self, row: &R) -> Result<()> {
+        JsonWriter::push_row(self, row)
+    }
+    fn rows(&self) -> u32 {
+        JsonWriter::rows(self)
     }
 }
 
@@ -199,36 +179,16 @@ fn collect<S: RowSink>(stmt: &mut RawStatement, limit: u32, make: impl FnOnce(&[
     Ok(sink)
 }
 
-/// `collect` for JSON, which has no row limit: a result that passes `SPLIT_AT_BYTES` is
-/// finished by `json_helper`, when there is one and a CPU is left for it.
-fn collect_json(stmt: &mut RawStatement, json_helper: Option<&mut JsonHelper>) -> Result<Vec<u8>> {
-    let mut more = stmt.step()?;
-    let names = stmt.column_names()?;
-    let mut writer = JsonWriter::new(names.iter().map(String::as_str));
-    let mut json_helper = json_helper.filter(|_| !names.is_empty());
-    while more {
-        writer.push_row(stmt)?;
-        more = stmt.step()?;
-        if more && writer.bytes_written() >= SPLIT_AT_BYTES {
-            // Asked once per result: past this point it stays with the reader either way.
-            if let Some(helper) = json_helper.take() {
-                if helper.has_a_cpu() && helper.start() {
-                    writer = helper.write_rest(writer, stmt, names.len())?;
-                    break;
-                }
-            }
-        }
-    }
-    Ok(writer.finish())
-}
-
-fn step_read(stmt: &mut RawStatement, format: ReadFormat, json_helper: Option<&mut JsonHelper>) -> Result<ReadOutput> {
+fn step_read(stmt: &mut RawStatement, format: ReadFormat) -> Result<ReadOutput> {
     match format {
         ReadFormat::Rows { max_rows } => {
             let enc = collect(stmt, max_rows.unwrap_or(u32::MAX), |n| RowEncoder::new(n.iter().map(String::as_str)))?;
             Ok(ReadOutput::Rows(enc.finish()))
         }
-        ReadFormat::Json => Ok(ReadOutput::Json(collect_json(stmt, json_helper)?)),
+        ReadFormat::Json => {
+            let w = collect(stmt, u32::MAX, |n| JsonWriter::new(n.iter().map(String::as_str)))?;
+            Ok(ReadOutput::Json(w.finish()))
+        }
         ReadFormat::Describe => Err(Error::Internal("describe reached the row path".into())),
     }
 }

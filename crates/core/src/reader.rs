@@ -6,7 +6,6 @@ use crate::cancel::{Start, Ticket, Watch};
 use crate::completion::{panic_message, Completion, CompletionSink, Countdown, Output, RequestId};
 use crate::connection::{Location, OpenOptions};
 use crate::error::Error;
-use crate::json_helper::JsonHelper;
 use crate::query::{self, ReadFormat};
 use crate::value::Params;
 use crossbeam_channel::Receiver;
@@ -159,7 +158,8 @@ pub(crate) fn poll<T>(
     spin: std::time::Duration,
     yield_first: bool,
 ) -> Result<T, crossbeam_channel::TryRecvError> {
-    let several = crate::spin::several_cpus();
+    static SEVERAL_CPUS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let several = *SEVERAL_CPUS.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1));
     let window = if several { spin } else { std::time::Duration::ZERO };
     crate::spin::spin_until(window, yield_first && several, || match queue.try_recv() {
         Err(crossbeam_channel::TryRecvError::Empty) => None,
@@ -192,7 +192,6 @@ pub(crate) fn run(
     busy: Arc<AtomicUsize>,
     catalog: Arc<crate::functions::Catalog>,
 ) {
-    let mut json_helper = JsonHelper::new(busy.clone());
     while let Some(msg) = next_message(&queue, SPIN_WINDOW) {
         let _busy = matches!(msg, ReaderMsg::Read(..) | ReaderMsg::Task(_) | ReaderMsg::Iterate(_)).then(|| Busy::new(&busy));
         match msg {
@@ -208,7 +207,7 @@ pub(crate) fn run(
                 };
                 let result = catch_unwind(AssertUnwindSafe(|| {
                     catalog.sync(&conn)?;
-                    query::read_on_reader(&conn, &job.sql, &job.params, job.format, &mut json_helper).map(Output::Read)
+                    query::read(&conn, &job.sql, &job.params, job.format).map(Output::Read)
                 }))
                 .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
                 let result = crate::error::explain_interrupt(result, running.stopped());
@@ -261,8 +260,6 @@ pub(crate) fn run(
             }
             ReaderMsg::Rekey(gate) => gate.pass(&mut conn, &watch),
             ReaderMsg::Stop(countdown) => {
-                // The helper is joined before the close is reported: no thread outlives it.
-                drop(json_helper);
                 drop(conn);
                 countdown.done();
                 return;

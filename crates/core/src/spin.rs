@@ -9,18 +9,6 @@
 
 use std::time::{Duration, Instant};
 
-/// How many CPUs this process may run on (its affinity mask included), at least 1.
-pub fn cpus() -> usize {
-    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
-/// Whether this process may run on more than one CPU. On one, a thread that spins only
-/// keeps the thread it waits for from running.
-pub fn several_cpus() -> bool {
-    cpus() > 1
-}
-
 /// Calls `probe` until it returns `Some`, for up to `max` (at least once); with `yield_first`,
 /// gives the CPU away once after the first probe that finds nothing.
 pub fn spin_until<T>(
