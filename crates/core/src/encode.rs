@@ -219,7 +219,11 @@ impl RowEncoder {
         let chunk_table = (self.sections.row_chunks.len() + self.sections.cell_chunks.len()) * 8;
         let mut len = HEADER_BYTES + cells * 8 + self.sections.bigs.len() * 8 + chunk_table;
         len += cells + self.names.len() + self.sections.text.len() + self.sections.blobs.len();
-        let mut out = Vec::with_capacity(len);
+        // A buffer from the pool is already resident; a new one gets a little room so that
+        // it can serve a slightly larger result when it comes back.
+        let mut out = crate::buffer_pool::take(len, len.saturating_mul(2)).unwrap_or_else(|| {
+            Vec::with_capacity(if len >= crate::buffer_pool::MIN_POOLED_BYTES { len + len / 16 } else { len })
+        });
         let header = [
             FORMAT_VERSION,
             self.rows,
@@ -571,5 +575,19 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_result_written_into_a_kept_buffer_is_exactly_what_a_new_one_holds() {
+        let fresh = every_section();
+        let len = fresh.bytes.len();
+        assert!(len >= crate::buffer_pool::MIN_POOLED_BYTES, "large enough to come from the pool");
+        // Kept buffers full of other bytes, each large enough for the result.
+        for extra in [0, 100, len / 2] {
+            let mut other = Vec::with_capacity(len + extra);
+            other.resize(len + extra, 0x5a);
+            crate::buffer_pool::give(other);
+        }
+        assert_eq!(every_section().bytes, fresh.bytes);
     }
 }

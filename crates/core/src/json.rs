@@ -2,9 +2,13 @@
 //! without creating a single JS object. Always valid JSON: non-finite reals become null,
 //! BLOBs become base64 strings, invalid UTF-8 is replaced, control characters are escaped.
 
+use crate::buffer_pool;
 use crate::raw_statement::ColumnValues;
 use base64::Engine as _;
 use rusqlite::types::ValueRef;
+
+/// Room checked for before each row; a larger row grows the output as any Vec does.
+const ROW_HEADROOM: usize = 4096;
 
 pub struct JsonWriter {
     out: Vec<u8>,
@@ -31,6 +35,9 @@ impl JsonWriter {
     }
 
     pub fn push_row<R: ColumnValues + ?Sized>(&mut self, row: &R) -> crate::error::Result<()> {
+        if self.out.capacity() - self.out.len() < ROW_HEADROOM {
+            self.grow();
+        }
         if self.rows > 0 {
             self.out.push(b',');
         }
@@ -52,8 +59,31 @@ impl JsonWriter {
         self.rows
     }
 
+    /// Doubles the output, or moves it into the largest kept buffer if that is at least as
+    /// large: its pages are already resident. The final size is not known yet, and the
+    /// largest one is the least likely to be outgrown.
+    #[cold]
+    fn grow(&mut self) {
+        let want = (self.out.capacity() * 2).max(4096);
+        if want >= buffer_pool::MIN_POOLED_BYTES {
+            if let Some(mut b) = buffer_pool::take_largest(want) {
+                b.extend_from_slice(&self.out);
+                self.out = b;
+                return;
+            }
+        }
+        self.out.reserve(want - self.out.len());
+    }
+
     pub fn finish(mut self) -> Vec<u8> {
         self.out.push(b']');
+        // Doubling (or a large kept buffer) can leave much of the capacity unused: give that
+        // back now, so that a kept buffer goes on serving results of about its size. glibc
+        // cuts the block in place, without a copy.
+        let len = self.out.len();
+        if len >= buffer_pool::MIN_POOLED_BYTES && self.out.capacity() - len > len / 8 {
+            self.out.shrink_to(len + len / 16);
+        }
         self.out
     }
 }
@@ -245,6 +275,37 @@ mod tests {
             let out = s(ValueRef::Text(&text));
             assert!(!out.bytes().any(|b| b < 0x20), "raw control byte {c} leaked");
         }
+    }
+
+    struct Row(Vec<rusqlite::types::Value>);
+
+    impl ColumnValues for Row {
+        fn value(&self, col: usize) -> crate::error::Result<ValueRef<'_>> {
+            Ok(ValueRef::from(&self.0[col]))
+        }
+    }
+
+    #[test]
+    fn output_grown_into_kept_buffers_is_exactly_what_was_written() {
+        use rusqlite::types::Value as V;
+        // Kept buffers full of other bytes, of sizes the output passes through and past.
+        for cap in [64 * 1024, 200 * 1024, 1 << 20] {
+            buffer_pool::give(vec![b'#'; cap]);
+        }
+        let mut w = JsonWriter::new(["id", "t"].into_iter());
+        let mut expected = String::from("[");
+        for i in 0..20_000i64 {
+            let t = format!("row {i} {}", "x".repeat((i % 50) as usize));
+            w.push_row(&Row(vec![V::Integer(i), V::Text(t.clone())])).unwrap();
+            if i > 0 {
+                expected.push(',');
+            }
+            expected.push_str(&format!("{{\"id\":{i},\"t\":\"{t}\"}}"));
+        }
+        expected.push(']');
+        let out = w.finish();
+        assert!(out.len() > 1 << 20, "large enough to grow through every kept buffer");
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
     }
 
     /// What `write_value` must produce for TEXT, written the slow way: invalid UTF-8

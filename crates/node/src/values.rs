@@ -264,8 +264,8 @@ pub unsafe fn to_param_sets(env: sys::napi_env, v: sys::napi_value) -> Result<Ve
 
 unsafe extern "C" fn free_vec(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
     // SAFETY: `hint` is the Box `buffer` leaked for this external buffer; Node calls the
-    // finalizer once. Dropping a Vec cannot panic, so nothing unwinds into Node.
-    drop(Box::from_raw(hint as *mut Vec<u8>));
+    // finalizer once. Giving a Vec back cannot panic, so nothing unwinds into Node.
+    quietsqlite_core::buffer_pool::give(*Box::from_raw(hint as *mut Vec<u8>));
 }
 
 /// A Buffer with the bytes: small ones copied, large ones taken over without copying (a copy
