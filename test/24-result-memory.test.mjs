@@ -108,22 +108,26 @@ test('rows holding more text than a chunk are cut inside and read back whole', a
 });
 
 test('results written into the memory of collected results hold exactly their own bytes', () => {
-  // Large results whose memory V8 has let go of are kept a moment and written into again
-  // (docs/experiments/038-result-buffer-pool.md). Results of sizes that go up and down, with
-  // collections between them so that each is written over an earlier one: every row, every
-  // JSON byte, and each Buffer's length must be this result's own.
+  // The memory of a large result whose Buffer V8 has collected is kept a moment and written
+  // into again (docs/experiments/038-result-buffer-pool.md). Results of sizes that go up and
+  // down, with collections between them: every row, every JSON byte and every length must be
+  // this result's own, and results (and a view into one) kept across rounds must not change.
   const r = child(
     `const db = await Database.open(':memory:', { readers: 1 });
+const pool = () => db[Symbol.for('quietsqlite.resultPool')]();
 const sql = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?) " +
   "SELECT i, ? || '-' || i AS k, printf('%.*c', (i * ?) % 300 + 1, char(97 + i % 26)) AS t FROM c";
+const expectedOf = (round, n, m) => Array.from({ length: n }, (_, j) => {
+  const i = j + 1;
+  return { i, k: round + '-' + i, t: String.fromCharCode(97 + (i % 26)).repeat((i * m) % 300 + 1) };
+});
 const wrong = [];
+const kept = [];
+const reusedBefore = pool().reused;
 for (let round = 0; round < 24; round++) {
   const n = [20000, 3000, 12000, 600, 16000][round % 5];
   const m = 7 + round;
-  const expected = Array.from({ length: n }, (_, j) => {
-    const i = j + 1;
-    return { i, k: round + '-' + i, t: String.fromCharCode(97 + (i % 26)).repeat((i * m) % 300 + 1) };
-  });
+  const expected = expectedOf(round, n, m);
   const rows = await db.select(sql, [n, String(round), m]);
   const json = await db.selectBytes(sql, [n, String(round), m]);
   const text = JSON.stringify(expected);
@@ -131,14 +135,22 @@ for (let round = 0; round < 24; round++) {
   if (rows.length !== n || rows.some((row, j) => row.i !== expected[j].i || row.k !== expected[j].k || row.t !== expected[j].t)) {
     wrong.push('rows ' + round);
   }
+  // Kept: every seventh result whole, and a view into another whose Buffer is dropped.
+  if (round % 7 === 0) kept.push({ round, json, text });
+  if (round % 7 === 3) kept.push({ round, json: json.subarray(100, 5000), text: Buffer.from(text).subarray(100, 5000).toString() });
   globalThis.gc();
-  await new Promise((resolve) => setImmediate(resolve)); // finalizers may run a turn later
+  // Finalizers run after the collection's sweeping, a few turns later.
+  await new Promise((resolve) => setTimeout(resolve, 20));
 }
+for (const k of kept) if (k.json.toString() !== k.text) wrong.push('kept ' + k.round);
+const reused = pool().reused - reusedBefore;
 await db.close();
-out({ wrong });`,
+out({ wrong, kept: kept.length, reused });`,
     ['--expose-gc'],
   );
   assert.deepEqual(r.wrong, []);
+  assert.equal(r.kept, 7);
+  assert.ok(r.reused > 0, 'no result was written into a kept buffer');
 });
 
 test('the result encoding constants agree between Rust and TypeScript', async () => {

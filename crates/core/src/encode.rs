@@ -213,15 +213,21 @@ impl RowEncoder {
         }
     }
 
-    pub fn finish(mut self) -> EncodedRows {
+    pub fn finish(self) -> EncodedRows {
+        self.finish_in(&crate::buffer_pool::RESULTS)
+    }
+
+    /// `finish`, with the result buffer from `pool` when it holds one that fits.
+    pub fn finish_in(mut self, pool: &crate::buffer_pool::Pool) -> EncodedRows {
         self.close_chunk();
         let cells = self.sections.tags.len();
         let chunk_table = (self.sections.row_chunks.len() + self.sections.cell_chunks.len()) * 8;
         let mut len = HEADER_BYTES + cells * 8 + self.sections.bigs.len() * 8 + chunk_table;
         len += cells + self.names.len() + self.sections.text.len() + self.sections.blobs.len();
-        // A buffer from the pool is already resident; a new one gets a little room so that
-        // it can serve a slightly larger result when it comes back.
-        let mut out = crate::buffer_pool::take(len, len.saturating_mul(2)).unwrap_or_else(|| {
+        // A kept buffer is already resident (at most a quarter larger than the result, which
+        // holds on to it). A new one gets a sixteenth more, so that when it comes back it can
+        // serve a slightly larger result.
+        let mut out = pool.take(len, len + len / 4).unwrap_or_else(|| {
             Vec::with_capacity(if len >= crate::buffer_pool::MIN_POOLED_BYTES { len + len / 16 } else { len })
         });
         let header = [
@@ -546,6 +552,10 @@ mod tests {
     /// 40 rows that use every section: NULL, INT, BIGINT, REAL, BLOB, and text that closes
     /// row chunks and, every tenth row, is cut into a chunk of its own (TAG_TEXT_CHUNK).
     fn every_section() -> EncodedRows {
+        every_section_encoder().finish()
+    }
+
+    fn every_section_encoder() -> RowEncoder {
         let long = vec![b'z'; TEXT_CHUNK_MAX_BYTES - 10];
         let mut e = RowEncoder::new(["n", "i", "big", "r", "b", "t"].into_iter());
         for k in 0..40i64 {
@@ -557,7 +567,7 @@ mod tests {
             e.push_value(ValueRef::Text(if k % 10 == 9 { &long } else { "h\u{e9}llo".as_bytes() }));
             e.end_row();
         }
-        e.finish()
+        e
     }
 
     #[test]
@@ -579,15 +589,21 @@ mod tests {
 
     #[test]
     fn a_result_written_into_a_kept_buffer_is_exactly_what_a_new_one_holds() {
+        use crate::buffer_pool::tests::{filled, pool};
         let fresh = every_section();
         let len = fresh.bytes.len();
         assert!(len >= crate::buffer_pool::MIN_POOLED_BYTES, "large enough to come from the pool");
-        // Kept buffers full of other bytes, each large enough for the result.
-        for extra in [0, 100, len / 2] {
-            let mut other = Vec::with_capacity(len + extra);
-            other.resize(len + extra, 0x5a);
-            crate::buffer_pool::give(other);
+        let p = pool(16 << 20, std::time::Duration::from_secs(600));
+        // Kept buffers full of other bytes: one too small, one too large, one that fits.
+        for cap in [len - 1, len * 2, len + 100] {
+            p.give(filled(cap, 0x5a));
         }
-        assert_eq!(every_section().bytes, fresh.bytes);
+        let fits = p.take(len + 100, len + 100).unwrap();
+        let addr = fits.as_ptr();
+        p.give(fits);
+        let reused = every_section_encoder().finish_in(p);
+        assert_eq!(reused.bytes.as_ptr(), addr, "written into the kept buffer that fits");
+        assert_eq!(reused.bytes, fresh.bytes);
+        assert_eq!(p.stats().0, 2, "the others stay");
     }
 }

@@ -2,7 +2,7 @@
 //! without creating a single JS object. Always valid JSON: non-finite reals become null,
 //! BLOBs become base64 strings, invalid UTF-8 is replaced, control characters are escaped.
 
-use crate::buffer_pool;
+use crate::buffer_pool::{self, Pool};
 use crate::raw_statement::ColumnValues;
 use base64::Engine as _;
 use rusqlite::types::ValueRef;
@@ -12,6 +12,8 @@ const ROW_HEADROOM: usize = 4096;
 
 pub struct JsonWriter {
     out: Vec<u8>,
+    /// Where the output grows into and what a copied-out buffer goes back to.
+    pool: &'static Pool,
     /// `{"name":` for the first column and `,"name":` for the others, escaped once.
     keys: Vec<Vec<u8>>,
     rows: u32,
@@ -19,6 +21,10 @@ pub struct JsonWriter {
 
 impl JsonWriter {
     pub fn new<'a>(names: impl Iterator<Item = &'a str>) -> Self {
+        Self::new_in(names, &buffer_pool::RESULTS)
+    }
+
+    pub fn new_in<'a>(names: impl Iterator<Item = &'a str>, pool: &'static Pool) -> Self {
         let keys = names
             .enumerate()
             .map(|(i, n)| {
@@ -29,9 +35,9 @@ impl JsonWriter {
                 k
             })
             .collect();
-        let mut out = Vec::with_capacity(4096);
+        let mut out = Vec::with_capacity(2 * ROW_HEADROOM);
         out.push(b'[');
-        JsonWriter { out, keys, rows: 0 }
+        JsonWriter { out, pool, keys, rows: 0 }
     }
 
     pub fn push_row<R: ColumnValues + ?Sized>(&mut self, row: &R) -> crate::error::Result<()> {
@@ -61,14 +67,15 @@ impl JsonWriter {
 
     /// Doubles the output, or moves it into the largest kept buffer if that is at least as
     /// large: its pages are already resident. The final size is not known yet, and the
-    /// largest one is the least likely to be outgrown.
+    /// largest one is the least likely to be outgrown (`finish` copies a result much smaller
+    /// than its buffer out).
     #[cold]
     fn grow(&mut self) {
-        let want = (self.out.capacity() * 2).max(4096);
+        let want = (self.out.capacity() * 2).max(2 * ROW_HEADROOM);
         if want >= buffer_pool::MIN_POOLED_BYTES {
-            if let Some(mut b) = buffer_pool::take_largest(want) {
+            if let Some(mut b) = self.pool.take_largest(want) {
                 b.extend_from_slice(&self.out);
-                self.out = b;
+                self.pool.give(std::mem::replace(&mut self.out, b));
                 return;
             }
         }
@@ -77,11 +84,20 @@ impl JsonWriter {
 
     pub fn finish(mut self) -> Vec<u8> {
         self.out.push(b']');
-        // Doubling (or a large kept buffer) can leave much of the capacity unused: give that
-        // back now, so that a kept buffer goes on serving results of about its size. glibc
-        // cuts the block in place, without a copy.
-        let len = self.out.len();
-        if len >= buffer_pool::MIN_POOLED_BYTES && self.out.capacity() - len > len / 8 {
+        let (len, cap) = (self.out.len(), self.out.capacity());
+        if cap < buffer_pool::MIN_POOLED_BYTES {
+            return self.out;
+        }
+        // A result much smaller than the kept buffer it was written into is copied out, and
+        // the buffer goes back for a large result.
+        if cap / 2 > len {
+            let exact = self.out.as_slice().to_vec();
+            self.pool.give(std::mem::take(&mut self.out));
+            return exact;
+        }
+        // Otherwise the unused end goes (glibc cuts the block in place, without a copy), so
+        // that the pool holds more buffers within its bound, each about a result's size.
+        if cap - len > len / 8 {
             self.out.shrink_to(len + len / 16);
         }
         self.out
@@ -285,16 +301,11 @@ mod tests {
         }
     }
 
-    #[test]
-    fn output_grown_into_kept_buffers_is_exactly_what_was_written() {
+    /// `rows` rows of two columns written by `w`, and the JSON they must make.
+    fn write_rows(w: &mut JsonWriter, rows: i64) -> String {
         use rusqlite::types::Value as V;
-        // Kept buffers full of other bytes, of sizes the output passes through and past.
-        for cap in [64 * 1024, 200 * 1024, 1 << 20] {
-            buffer_pool::give(vec![b'#'; cap]);
-        }
-        let mut w = JsonWriter::new(["id", "t"].into_iter());
         let mut expected = String::from("[");
-        for i in 0..20_000i64 {
+        for i in 0..rows {
             let t = format!("row {i} {}", "x".repeat((i % 50) as usize));
             w.push_row(&Row(vec![V::Integer(i), V::Text(t.clone())])).unwrap();
             if i > 0 {
@@ -303,9 +314,40 @@ mod tests {
             expected.push_str(&format!("{{\"id\":{i},\"t\":\"{t}\"}}"));
         }
         expected.push(']');
+        expected
+    }
+
+    #[test]
+    fn output_grown_into_kept_buffers_is_exactly_what_was_written() {
+        use crate::buffer_pool::tests::{filled, pool};
+        let p = pool(16 << 20, std::time::Duration::from_secs(600));
+        // Kept buffers full of other bytes; the output (~1.1 MB) outgrows the larger one.
+        p.give(filled(200 * 1024, b'#'));
+        p.give(filled(1 << 20, b'#'));
+        let mut w = JsonWriter::new_in(["id", "t"].into_iter(), p);
+        let expected = write_rows(&mut w, 20_000);
         let out = w.finish();
-        assert!(out.len() > 1 << 20, "large enough to grow through every kept buffer");
+        assert!(out.len() > 1 << 20);
+        // Doubled to 2 MiB past the kept buffer, then cut to about its length.
+        assert_eq!(out.capacity(), out.len() + out.len() / 16);
         assert_eq!(String::from_utf8(out).unwrap(), expected);
+        let (kept, _, _, reused) = p.stats();
+        assert_eq!(reused, 1, "the output moved into the largest kept buffer");
+        assert_eq!(kept, 1, "the 200 KiB one is still kept");
+    }
+
+    #[test]
+    fn a_result_much_smaller_than_its_kept_buffer_is_copied_out_and_the_buffer_kept() {
+        use crate::buffer_pool::tests::{filled, pool};
+        let p = pool(16 << 20, std::time::Duration::from_secs(600));
+        p.give(filled(1 << 20, b'#'));
+        let mut w = JsonWriter::new_in(["id", "t"].into_iter(), p);
+        let expected = write_rows(&mut w, 1_000); // ~40 KB: past 28 KiB, it takes the buffer
+        let out = w.finish();
+        assert_eq!(String::from_utf8(out.clone()).unwrap(), expected);
+        assert_eq!(p.stats().3, 1, "it was written into the kept buffer");
+        assert!(out.capacity() < 2 * out.len(), "holds {} for {} bytes", out.capacity(), out.len());
+        assert_eq!((p.stats().0, p.stats().1), (1, 1 << 20), "the buffer is back");
     }
 
     /// What `write_value` must produce for TEXT, written the slow way: invalid UTF-8

@@ -728,6 +728,14 @@ impl NativeDatabase {
         })
     }
 
+    /// `[kept, bytes, reused]` of the process's result pool (proves results are written
+    /// into collected results' memory).
+    #[napi]
+    pub fn result_pool_stats(&self) -> Vec<f64> {
+        let (kept, bytes, _, reused) = quietsqlite_core::buffer_pool::RESULTS.stats();
+        vec![kept as f64, bytes as f64, reused as f64]
+    }
+
     /// How many prepared statements are registered (proves collected ones are freed).
     #[napi]
     pub fn statement_count(&self) -> u32 {
