@@ -928,9 +928,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
   }
 
   /** @internal test hook: the process's pool of collected results' buffers. */
-  [Symbol.for('quietsqlite.resultPool')](): { kept: number; bytes: number; reused: number } {
-    const [kept, bytes, reused] = testHooks(this.#native).resultPoolStats();
-    return { kept: kept!, bytes: bytes!, reused: reused! };
+  [Symbol.for('quietsqlite.resultPool')](): { kept: number; bytes: number; reusedBySize: number; reusedLargest: number } {
+    const [kept, bytes, reusedBySize, reusedLargest] = testHooks(this.#native).resultPoolStats();
+    return { kept: kept!, bytes: bytes!, reusedBySize: reusedBySize!, reusedLargest: reusedLargest! };
   }
 
   /** @internal test hook: how many prepared statements the addon holds. */

@@ -23,6 +23,8 @@ pub const POOL_BYTES: usize = 64 * 1024 * 1024;
 pub const MIN_POOLED_BYTES: usize = 64 * 1024;
 /// How long a buffer stays unused before it is freed.
 pub const KEEP_FOR: Duration = Duration::from_secs(1);
+/// The trimmer thread's name (Linux keeps 15 bytes of a thread name).
+pub const TRIMMER_NAME: &str = "quietsqlite-mem";
 
 /// The process's pool: results go to JavaScript from every database, and their buffers come
 /// back on the JavaScript thread of the environment that made them.
@@ -34,8 +36,8 @@ pub struct Pool {
     wake: Condvar,
     max_bytes: usize,
     keep_for: Duration,
-    /// Buffers handed out by `take` and `take_largest` (tests and experiments).
-    reused: AtomicU64,
+    /// Buffers handed out by `take` and by `take_largest` (tests and experiments).
+    reused: [AtomicU64; 2],
 }
 
 struct State {
@@ -46,8 +48,11 @@ struct State {
     /// Front-end environments running (Node: the main thread and each Worker); buffers are
     /// kept only while there is one.
     environments: usize,
-    /// Whether the trimmer runs. It runs while the pool holds any buffer.
+    /// Whether the trimmer of this generation runs. It runs while the pool holds any buffer.
     trimming: bool,
+    /// Counts the times the last environment ended: a trimmer started before stops there,
+    /// even when a new environment gives buffers before it sees the empty pool.
+    generation: u64,
     /// The trimmer, running or finished; joined before another starts and when the last
     /// environment ends.
     trimmer: Option<JoinHandle<()>>,
@@ -64,8 +69,8 @@ impl State {
 
 impl Pool {
     pub const fn new(max_bytes: usize, keep_for: Duration) -> Pool {
-        let state = State { bufs: Vec::new(), held: 0, environments: 0, trimming: false, trimmer: None };
-        Pool { state: Mutex::new(state), wake: Condvar::new(), max_bytes, keep_for, reused: AtomicU64::new(0) }
+        let state = State { bufs: Vec::new(), held: 0, environments: 0, trimming: false, generation: 0, trimmer: None };
+        Pool { state: Mutex::new(state), wake: Condvar::new(), max_bytes, keep_for, reused: [AtomicU64::new(0), AtomicU64::new(0)] }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -81,22 +86,31 @@ impl Pool {
     /// A front-end environment ends. When it was the last, every kept buffer is freed and
     /// the trimmer is joined before this returns.
     pub fn environment_ended(&self) {
+        if let Some((bufs, trimmer)) = self.end_environment() {
+            drop(bufs);
+            if let Some(t) = trimmer {
+                // It sees the new generation and returns at once, whatever a new environment
+                // has given meanwhile (that goes to a trimmer of its own). It never panics
+                // (its loop has no panicking step); were it to, nothing is left to clean up.
+                let _ = t.join();
+            }
+        }
+    }
+
+    /// The locked part of `environment_ended`: for the last environment, the buffers to free
+    /// and the trimmer to join, both to be done without the lock.
+    #[allow(clippy::type_complexity)]
+    fn end_environment(&self) -> Option<(Vec<(Vec<u8>, Instant)>, Option<JoinHandle<()>>)> {
         let mut st = self.lock();
         st.environments = st.environments.saturating_sub(1);
         if st.environments > 0 {
-            return;
+            return None;
         }
-        let bufs = std::mem::take(&mut st.bufs);
         st.held = 0;
-        let trimmer = st.trimmer.take();
+        st.generation += 1;
+        st.trimming = false;
         self.wake.notify_all();
-        drop(st);
-        drop(bufs);
-        if let Some(t) = trimmer {
-            // It sees an empty pool and returns; it never panics (its loop has no panicking
-            // step), and were it to, there is nothing left to clean up.
-            let _ = t.join();
-        }
+        Some((std::mem::take(&mut st.bufs), st.trimmer.take()))
     }
 
     /// Keeps `buf` if an environment is running, its capacity is at least
@@ -113,16 +127,17 @@ impl Pool {
             return;
         }
         if !st.trimming {
-            // The last trimmer has released the lock for good and is returning: joining it
-            // here takes no longer than that.
+            // A handle left here is of a trimmer that ended itself: it has released the lock
+            // for good and is returning, so joining it takes no longer than that.
             if let Some(done) = st.trimmer.take() {
                 let _ = done.join();
             }
             // Started under the lock (it waits for it): about as costly as one large free,
             // once each time the pool fills again after being emptied.
+            let generation = st.generation;
             let spawned = std::thread::Builder::new()
-                .name("quietsqlite-pool".into())
-                .spawn(move || self.free_as_they_expire());
+                .name(TRIMMER_NAME.into())
+                .spawn(move || self.free_as_they_expire(generation));
             match spawned {
                 Ok(handle) => st.trimmer = Some(handle),
                 // Nobody would free it on time: free it now.
@@ -140,7 +155,7 @@ impl Pool {
         let mut st = self.lock();
         let fits = st.bufs.iter().enumerate().filter(|(_, (b, _))| (min..=max).contains(&b.capacity()));
         let i = fits.min_by_key(|(_, (b, _))| b.capacity())?.0;
-        self.reused.fetch_add(1, Ordering::Relaxed);
+        self.reused[0].fetch_add(1, Ordering::Relaxed);
         Some(st.remove(i))
     }
 
@@ -152,15 +167,19 @@ impl Pool {
         if b.capacity() < min {
             return None;
         }
-        self.reused.fetch_add(1, Ordering::Relaxed);
+        self.reused[1].fetch_add(1, Ordering::Relaxed);
         Some(st.remove(i))
     }
 
     /// The trimmer thread: frees each buffer `keep_for` after it came back; returns when none
-    /// is left (the next `give` starts another).
-    fn free_as_they_expire(&self) {
+    /// is left (the next `give` starts another), or when the last environment has ended.
+    fn free_as_they_expire(&self, generation: u64) {
         let mut st = self.lock();
-        while let Some(oldest) = st.bufs.first().map(|&(_, t)| t) {
+        while st.generation == generation {
+            let Some(oldest) = st.bufs.first().map(|&(_, t)| t) else {
+                st.trimming = false;
+                return;
+            };
             let now = Instant::now();
             let due = oldest + self.keep_for;
             if now < due {
@@ -175,13 +194,18 @@ impl Pool {
             drop(expired);
             st = self.lock();
         }
-        st.trimming = false;
     }
 
     /// (buffers kept, their capacity, whether the trimmer runs, buffers reused so far).
     pub fn stats(&self) -> (usize, usize, bool, u64) {
+        let (exact, largest) = self.reused_by_kind();
         let st = self.lock();
-        (st.bufs.len(), st.held, st.trimming, self.reused.load(Ordering::Relaxed))
+        (st.bufs.len(), st.held, st.trimming, exact + largest)
+    }
+
+    /// Buffers reused so far: (by `take`, by `take_largest`).
+    pub fn reused_by_kind(&self) -> (u64, u64) {
+        (self.reused[0].load(Ordering::Relaxed), self.reused[1].load(Ordering::Relaxed))
     }
 }
 
@@ -297,5 +321,24 @@ pub(crate) mod tests {
         // With no environment, nothing is kept (and no trimmer starts).
         p.give(filled(100_000, 1));
         assert_eq!(p.stats(), (0, 0, false, 0));
+    }
+
+    #[test]
+    fn a_trimmer_of_an_ended_generation_stops_even_when_a_new_environment_gives() {
+        let p = pool(1 << 20, LONG);
+        p.give(filled(100_000, 1));
+        // The last environment ends; before its trimmer is joined, a new environment gives a
+        // buffer. That buffer must go to a new trimmer: the old one must still stop at once
+        // (if it took the buffer on, the join would wait out LONG).
+        let (_, old) = p.end_environment().expect("the last environment");
+        let old = old.expect("a trimmer");
+        p.environment_started();
+        p.give(filled(100_000, 1));
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done_tx.send(old.join().is_ok()).unwrap());
+        assert_eq!(done_rx.recv_timeout(Duration::from_secs(20)), Ok(true), "the old trimmer stopped");
+        assert_eq!(p.stats(), (1, 100_000, true, 0), "kept, by a trimmer of its own");
+        p.environment_ended();
+        assert_eq!((p.stats().0, p.stats().2), (0, false));
     }
 }

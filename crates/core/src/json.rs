@@ -9,6 +9,8 @@ use rusqlite::types::ValueRef;
 
 /// Room checked for before each row; a larger row grows the output as any Vec does.
 const ROW_HEADROOM: usize = 4096;
+/// The largest result `finish` copies into new memory to give a much larger buffer back.
+const COPY_OUT_AT_MOST: usize = 1024 * 1024;
 
 pub struct JsonWriter {
     out: Vec<u8>,
@@ -88,12 +90,24 @@ impl JsonWriter {
         if cap < buffer_pool::MIN_POOLED_BYTES {
             return self.out;
         }
-        // A result much smaller than the kept buffer it was written into is copied out, and
-        // the buffer goes back for a large result.
+        // A result less than half its buffer's size (a large kept buffer, or one doubled just
+        // before the end) moves to a buffer of about its size: a kept one that fits, or, for
+        // a small result, a new one. The large buffer goes back to the pool.
         if cap / 2 > len {
-            let exact = self.out.as_slice().to_vec();
-            self.pool.give(std::mem::take(&mut self.out));
-            return exact;
+            let moved = match self.pool.take(len, len + len / 4) {
+                Some(mut fits) => {
+                    fits.extend_from_slice(&self.out);
+                    Some(fits)
+                }
+                None if len < COPY_OUT_AT_MOST => Some(self.out.as_slice().to_vec()),
+                // New memory for a large result costs the page faults the pool saves: cut
+                // the buffer instead (below).
+                None => None,
+            };
+            if let Some(moved) = moved {
+                self.pool.give(std::mem::replace(&mut self.out, moved));
+                return self.out;
+            }
         }
         // Otherwise the unused end goes (glibc cuts the block in place, without a copy), so
         // that the pool holds more buffers within its bound, each about a result's size.
@@ -329,7 +343,7 @@ mod tests {
         let out = w.finish();
         assert!(out.len() > 1 << 20);
         // Doubled to 2 MiB past the kept buffer, then cut to about its length.
-        assert_eq!(out.capacity(), out.len() + out.len() / 16);
+        assert!(out.capacity() <= out.len() + out.len() / 8, "{} for {} bytes", out.capacity(), out.len());
         assert_eq!(String::from_utf8(out).unwrap(), expected);
         let (kept, _, _, reused) = p.stats();
         assert_eq!(reused, 1, "the output moved into the largest kept buffer");
@@ -348,6 +362,43 @@ mod tests {
         assert_eq!(p.stats().3, 1, "it was written into the kept buffer");
         assert!(out.capacity() < 2 * out.len(), "holds {} for {} bytes", out.capacity(), out.len());
         assert_eq!((p.stats().0, p.stats().1), (1, 1 << 20), "the buffer is back");
+    }
+
+    #[test]
+    fn a_result_much_smaller_than_its_buffer_moves_into_a_kept_one_that_fits() {
+        use crate::buffer_pool::tests::{filled, pool};
+        let len = {
+            let mut w = JsonWriter::new_in(["id", "t"].into_iter(), pool(0, std::time::Duration::ZERO));
+            write_rows(&mut w, 3_000);
+            w.finish().len()
+        };
+        assert!(len > crate::buffer_pool::MIN_POOLED_BYTES);
+        let p = pool(16 << 20, std::time::Duration::from_secs(600));
+        p.give(filled(4 << 20, b'#'));
+        p.give(filled(len + 10, b'#'));
+        let fits = p.take(len + 10, len + 10).unwrap();
+        let addr = fits.as_ptr();
+        p.give(fits);
+        let mut w = JsonWriter::new_in(["id", "t"].into_iter(), p);
+        let expected = write_rows(&mut w, 3_000);
+        let out = w.finish();
+        assert_eq!(out.as_ptr(), addr, "moved into the kept buffer of its size");
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+        assert_eq!((p.stats().0, p.stats().1), (1, 4 << 20), "the large buffer is back");
+    }
+
+    #[test]
+    fn a_large_result_in_a_much_larger_buffer_is_cut_not_copied() {
+        use crate::buffer_pool::tests::{filled, pool};
+        let p = pool(64 << 20, std::time::Duration::from_secs(600));
+        p.give(filled(16 << 20, b'#'));
+        let mut w = JsonWriter::new_in(["id", "t"].into_iter(), p);
+        let expected = write_rows(&mut w, 30_000); // ~1.7 MB: more than is copied out
+        let out = w.finish();
+        assert!(out.len() > COPY_OUT_AT_MOST);
+        assert_eq!(p.stats().0, 0, "the buffer stayed with the result");
+        assert!(out.capacity() <= out.len() + out.len() / 8, "{} for {} bytes", out.capacity(), out.len());
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
     }
 
     /// What `write_value` must produce for TEXT, written the slow way: invalid UTF-8

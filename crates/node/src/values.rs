@@ -279,8 +279,8 @@ unsafe extern "C" fn free_vec(_env: sys::napi_env, _data: *mut c_void, hint: *mu
 #[napi_derive::napi(module_exports)]
 pub fn start_result_pool(_exports: napi::bindgen_prelude::Object<'_>, env: napi::Env) -> napi::Result<()> {
     buffer_pool::RESULTS.environment_started();
-    // A box of its own for each registration: Node rejects a second identical (hook,
-    // argument) pair in one environment, which loading the addon twice there would make.
+    // A box of its own for each registration: a second identical (hook, argument) pair in
+    // one environment, which loading the addon twice there would make, aborts the process.
     let arg = Box::into_raw(Box::new(0u8)) as *mut c_void;
     // SAFETY: on this environment's JS thread, with its env. Cleanup hooks run last added
     // first, so this one runs after the finalizers of the Buffers made later in it.
