@@ -227,9 +227,10 @@ impl RowEncoder {
         // A kept buffer is already resident (at most a quarter larger than the result, which
         // holds on to it). A new one gets a sixteenth more, so that when it comes back it can
         // serve a slightly larger result.
-        let mut out = pool.take(len, len + len / 4).unwrap_or_else(|| {
-            Vec::with_capacity(if len >= crate::buffer_pool::MIN_POOLED_BYTES { len + len / 16 } else { len })
-        });
+        // Small results (most of them) do not look: the pool holds nothing that small.
+        let large = len + len / 4 >= crate::buffer_pool::MIN_POOLED_BYTES;
+        let kept = if large { pool.take(len, len + len / 4) } else { None };
+        let mut out = kept.unwrap_or_else(|| Vec::with_capacity(if large { len + len / 16 } else { len }));
         let header = [
             FORMAT_VERSION,
             self.rows,
