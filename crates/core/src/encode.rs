@@ -226,8 +226,8 @@ impl RowEncoder {
         len += cells + self.names.len() + self.sections.text.len() + self.sections.blobs.len();
         // A kept buffer is already resident (at most a quarter larger than the result, which
         // holds on to it). A new one gets a sixteenth more, so that when it comes back it can
-        // serve a slightly larger result.
-        // Small results (most of them) do not look: the pool holds nothing that small.
+        // serve a slightly larger result. Small results (most of them) do not look: the pool
+        // holds nothing that small.
         let large = len + len / 4 >= crate::buffer_pool::MIN_POOLED_BYTES;
         let kept = if large { pool.take(len, len + len / 4) } else { None };
         let mut out = kept.unwrap_or_else(|| Vec::with_capacity(if large { len + len / 16 } else { len }));

@@ -69,7 +69,7 @@ impl JsonWriter {
 
     /// Doubles the output, or moves it into the largest kept buffer if that is at least as
     /// large: its pages are already resident. The final size is not known yet, and the
-    /// largest one is the least likely to be outgrown (`finish` copies a result much smaller
+    /// largest one is the least likely to be outgrown (`finish` moves a result much smaller
     /// than its buffer out).
     #[cold]
     fn grow(&mut self) {
