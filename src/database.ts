@@ -1,5 +1,6 @@
 // The public Database: validates and orchestrates; the addon does the work.
 
+import { AsyncResource } from 'node:async_hooks';
 import { constants as bufferConstants } from 'node:buffer';
 import { rmSync } from 'node:fs';
 import { checkDestination, resolveBackupOptions, type BackupOptions } from './backup';
@@ -30,6 +31,7 @@ import { resolveIterateOptions, RowIterator, type IterateHost, type IterateOptio
 import {
   currentTransaction,
   NO_SIGNALS,
+  outsideTransactions,
   raceBody,
   runInContext,
   Transaction,
@@ -482,12 +484,15 @@ export class Database implements Executor, TransactionHost, StatementHost {
       // when aborting no longer stops anything, so the outcome carries it instead.
       let thrown: { err: unknown } | undefined;
       if (progressId !== undefined && onProgress !== undefined) {
+        // onProgress runs in the async context of this call without any transaction, whatever
+        // code took the report from the addon (see stream.ts's Listener).
+        const scope = outsideTransactions(() => new AsyncResource('quietsqlite.backup'));
         this.#requests.subscribers.set(progressId, {
           emit: (payload) => {
             if (internal.signal.aborted) return;
             const [remaining, total] = payload as unknown as [number, number];
             try {
-              onProgress({ remaining, total });
+              scope.runInAsyncScope(onProgress, undefined, { remaining, total });
             } catch (err) {
               thrown ??= { err };
               internal.abort(err);

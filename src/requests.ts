@@ -352,9 +352,9 @@ export class Requests {
       try {
         this.deliver(batch, i);
       } catch (err) {
-        // A user callback (a live query's subscriber) threw. Every other completion of the
-        // batch must still be delivered; the error surfaces as an uncaught exception, as it
-        // would from an EventEmitter listener, once the batch is through.
+        // User callbacks are guarded where they are called; what lands here is a failure of
+        // our own (a native call that threw). Every other completion of the batch must still
+        // be delivered; the error surfaces as an uncaught exception once the batch is through.
         rethrowLater(err);
       }
     }

@@ -3,11 +3,13 @@
 // tells the native side when it may send the next one (so a consumer that is not reading
 // costs nothing and then receives the latest rows, never a backlog).
 
+import { AsyncResource } from 'node:async_hooks';
 import { closedError, fromNativeThrow } from './errors';
 import type { NativeDatabase } from './native';
 import { checkKeys } from './options';
 import { rethrowLater, type Requests, type Subscriber } from './requests';
 import { decodeRows, type Row } from './rows';
+import { outsideTransactions } from './transaction';
 
 export interface StreamOptions {
   /** Aborting ends the stream and frees it. */
@@ -39,7 +41,29 @@ interface IteratorState<T> {
   failure: unknown;
 }
 
-type Listener<T> = { onRows: (rows: T[]) => void; onError: ((err: Error) => void) | undefined };
+/** A subscribe() call: its callbacks, and the async context they always run in: that of the
+ * call, without any transaction. Rows reach the JS side through whatever code takes them
+ * from the addon: the event loop, or a request that polled for its own result, which may be
+ * another caller's (a transaction body's, whose `db` calls are routed to it). */
+type Listener<T> = { onRows: (rows: T[]) => void; onError: ((err: Error) => void) | undefined; scope: AsyncResource };
+
+/** Calls a subscriber's callback in its own async context; an exception it throws is
+ * reported there too, and keeps no other subscriber from its rows. */
+function notify<A>(scope: AsyncResource, callback: (arg: A) => void, arg: A): void {
+  scope.runInAsyncScope(callGuarded, undefined, callback, arg);
+}
+
+function newListenerScope(): AsyncResource {
+  return new AsyncResource('quietsqlite.LiveQuery');
+}
+
+function callGuarded<A>(callback: (arg: A) => void, arg: A): void {
+  try {
+    callback(arg);
+  } catch (err) {
+    rethrowLater(err);
+  }
+}
 
 /** Callback subscriptions keep their stream alive until they unsubscribe. */
 const pinned = new Set<LiveQuery<unknown>>();
@@ -112,10 +136,10 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   subscribe(onRows: (rows: T[]) => void, onError?: (err: Error) => void): () => void {
     if (typeof onRows !== 'function') throw new TypeError('subscribe() takes a callback');
     if (onError !== undefined && typeof onError !== 'function') throw new TypeError('onError must be a function');
-    const listener: Listener<T> = { onRows, onError };
+    const listener: Listener<T> = { onRows, onError, scope: outsideTransactions(newListenerScope) };
     if (!this.#host.isOpen()) this.end();
     if (this.#ended) {
-      queueMicrotask(() => onError?.(closedError('this live query has ended')));
+      if (onError !== undefined) queueMicrotask(() => notify(listener.scope, onError, closedError('this live query has ended')));
       return () => {};
     }
     const joining = this.#live;
@@ -126,7 +150,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
       // A late subscriber's first emission is the current result too.
       const rows = this.#current!;
       queueMicrotask(() => {
-        if (this.#listeners.has(listener)) onRows(rows);
+        if (this.#listeners.has(listener)) notify(listener.scope, onRows, rows);
       });
     }
     return () => {
@@ -293,14 +317,8 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
       return;
     }
     this.#current = rows;
-    for (const l of [...this.#listeners]) {
-      // One throwing callback must not keep the rows from the others or stop the stream.
-      try {
-        l.onRows(rows);
-      } catch (err) {
-        rethrowLater(err);
-      }
-    }
+    // One throwing callback must not keep the rows from the others or stop the stream.
+    for (const l of [...this.#listeners]) notify(l.scope, l.onRows, rows);
     let moreWanted = false;
     for (const it of this.#iterators) {
       const w = it.waiters.shift();
@@ -319,11 +337,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     this.#firstArrived();
     const ending = fatal || this.#current === undefined;
     for (const l of [...this.#listeners]) {
-      try {
-        l.onError?.(err);
-      } catch (thrown) {
-        rethrowLater(thrown);
-      }
+      if (l.onError !== undefined) notify(l.scope, l.onError, err);
     }
     for (const it of [...this.#iterators]) {
       if (it.waiters.length > 0) {

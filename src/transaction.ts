@@ -79,6 +79,14 @@ export function currentTransaction(host: TransactionHost): Transaction | undefin
   return storage.getStore()?.get(host);
 }
 
+/**
+ * Runs `fn` with no transaction in its async context (other AsyncLocalStorage stores stay):
+ * for callbacks that must never be part of a transaction, whatever context registered them.
+ */
+export function outsideTransactions<R>(fn: () => R): R {
+  return storage === undefined || storage.getStore() === undefined ? fn() : storage.exit(fn);
+}
+
 export function runInContext<R>(host: TransactionHost, tx: Transaction, body: () => R): R {
   const store = als();
   // Copy-on-enter: a body of database B inside a body of database A still routes A's calls.

@@ -4,6 +4,8 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { availableParallelism } from 'node:os';
 import { SqliteError } from '../dist/index.mjs';
 import { deferred, exitIfStuck, isPending, scratch, settleWithin, sleep, values, within } from './fixtures/tx-helpers.mjs';
 
@@ -611,4 +613,86 @@ test('a SqliteError inside one database does not disturb a transaction on the ot
   assert.deepEqual(await values(b), ['b']);
   await a.close();
   await b.close();
+});
+
+// ---- callbacks of live queries are not the body's code ----
+
+/** Keeps the JS thread busy for `ms`: completions that arrive meanwhile wait, undelivered. */
+function blockFor(ms) {
+  const until = performance.now() + ms;
+  while (performance.now() < until);
+}
+
+/** Resolves once `check()` is true; fails after `ms`. */
+async function until(check, what, ms = 2000) {
+  const deadline = performance.now() + ms;
+  while (!check()) {
+    assert.ok(performance.now() < deadline, `${what} did not happen within ${ms} ms`);
+    await sleep(5);
+  }
+}
+
+test(
+  "a live query subscribed outside a body never runs its callback in the body's context, even when the body's own request takes its rows",
+  // With one CPU the JS thread never polls (POLL_MICROS is 0): rows only come by the event loop.
+  { timeout: 10_000, skip: availableParallelism() === 1 && 'the JS thread polls only with more than one CPU' },
+  async () => {
+    const db = await fresh();
+    // The body subscribes through a function bound to this context (outside any
+    // transaction), so the subscription is not the body's.
+    const outside = AsyncLocalStorage.snapshot();
+    let bodyRunning = false;
+    let calledInBody = false;
+    let callbackWrite;
+    const failure = new Error('rolled back on purpose');
+    const outcome = db.transaction(async (tx) => {
+      bodyRunning = true;
+      await tx.execute("INSERT INTO t(v) VALUES ('undone')");
+      outside(() =>
+        db.stream('SELECT count(*) AS n FROM t').subscribe(() => {
+          calledInBody ||= bodyRunning;
+          // A write from the callback: not routed into the transaction, so its rollback
+          // cannot undo it; it queues behind the transaction and runs after it.
+          callbackWrite ??= db.execute("INSERT INTO t(v) VALUES ('from-callback')");
+        }),
+      );
+      // The live query's first rows are computed on a reader now; the event loop cannot
+      // deliver them while this thread is busy.
+      blockFor(300);
+      // Sent together, before the event loop turns. A poll is queued by the first send that
+      // finds no back-off left (at most POLL_BACKOFF_MAX = 1024 sends skip), and this fresh
+      // database has taken far fewer than POLL_STREAK results by polling. That poll runs in
+      // the body's context and takes the rows waiting there with the body's own.
+      await Promise.all(Array.from({ length: 1100 }, () => tx.select('SELECT 1')));
+      bodyRunning = false;
+      throw failure;
+    });
+    await assert.rejects(outcome, (err) => err === failure);
+    await until(() => callbackWrite !== undefined, 'the first emission');
+    assert.ok(calledInBody, 'the rows were taken while the body ran (by its poll)');
+    const written = await within(callbackWrite, "the callback's write");
+    assert.equal(written.changes, 1);
+    assert.deepEqual(await values(db), ['from-callback']);
+    await db.close();
+  },
+);
+
+test('a live query subscribed inside a body runs its callbacks outside any transaction', { timeout: 10_000 }, async () => {
+  const db = await fresh();
+  let afterCommit;
+  let off;
+  await db.transaction(async (tx) => {
+    await tx.execute("INSERT INTO t(v) VALUES ('in-body')");
+    off = db.stream('SELECT count(*) AS n FROM t').subscribe((rows) => {
+      // The emission of the commit comes after the body ended: a call routed by the body's
+      // context would be refused (ERR_QUIETSQLITE_TRANSACTION_ENDED).
+      if (rows[0].n === 1) afterCommit ??= db.execute("INSERT INTO t(v) VALUES ('from-callback')");
+    });
+  });
+  await until(() => afterCommit !== undefined, 'the emission of the commit');
+  off();
+  const written = await within(afterCommit, "the callback's write");
+  assert.equal(written.changes, 1);
+  assert.deepEqual(await values(db), ['in-body', 'from-callback']);
+  await db.close();
 });

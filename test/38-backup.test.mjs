@@ -1,5 +1,6 @@
 // Backup, serialize and deserialize (issue 9): a consistent copy made on a reader thread while
 // writes go on; progress, cancellation and errors; encrypted databases stay encrypted.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
@@ -83,6 +84,20 @@ test('backup under steady writes finishes, and holds one consistent snapshot', {
     if (i > 0) assert.ok(progress[i].remaining <= progress[i - 1].remaining);
   }
   assert.deepStrictEqual(progress.at(-1), { remaining: 0, total });
+});
+
+test('onProgress runs in the async context of its backup() call', async (t) => {
+  const dir = await tempDir(t);
+  const db = await Database.open(join(dir, 'ctx.db'), { readers: 1 });
+  t.after(() => db.close());
+  await fill(db, 3000, 4000);
+  const requestId = new AsyncLocalStorage();
+  const seen = [];
+  await requestId.run('request-7', () =>
+    db.backup(join(dir, 'ctx-copy.db'), { pagesPerStep: 1, onProgress: () => seen.push(requestId.getStore()) }),
+  );
+  assert.ok(seen.length > 0, 'onProgress was called');
+  assert.deepStrictEqual(new Set(seen), new Set(['request-7']));
 });
 
 test('onProgress is called on the JavaScript thread, throttled, and its exception stops the backup', async (t) => {

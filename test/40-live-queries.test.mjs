@@ -1,6 +1,7 @@
 // Live queries, part 1: the first emission, dependencies (tables and columns, through joins,
 // views, subqueries and CTEs), transactions, suppression of unchanged results, option
 // validation and the LiveQuery surface (subscribe, current, ended).
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Database, SqliteError } from '../dist/index.mjs';
@@ -512,4 +513,39 @@ test('stream() on a closed database throws the closed error', async () => {
   const db = await Database.open(':memory:');
   await db.close();
   assert.throws(() => db.stream('SELECT 1'), (e) => e.code === 'ERR_QUIETSQLITE_CLOSED');
+});
+
+test('callbacks run in the async context of their subscribe() call, each in its own', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER)');
+  const requestId = new AsyncLocalStorage();
+  const until = async (done, what) => {
+    const deadline = performance.now() + EMIT_MS;
+    while (!done()) {
+      assert.ok(performance.now() < deadline, `${what} did not come within ${EMIT_MS} ms`);
+      await sleep(5);
+    }
+  };
+  const live = db.stream('SELECT v FROM t ORDER BY id');
+  const seen = { a: [], b: [] };
+  const offA = requestId.run('request-a', () => live.subscribe(() => seen.a.push(requestId.getStore())));
+  const offB = requestId.run('request-b', () => live.subscribe(() => seen.b.push(requestId.getStore())));
+  await until(() => seen.a.length > 0 && seen.b.length > 0, 'the first emission');
+  // Later rows follow a write made in no context at all.
+  await db.execute('INSERT INTO t(v) VALUES (1)');
+  await until(() => seen.a.length > 1 && seen.b.length > 1, 'the emission of the write');
+  offA();
+  offB();
+  assert.deepStrictEqual(new Set(seen.a), new Set(['request-a']));
+  assert.deepStrictEqual(new Set(seen.b), new Set(['request-b']));
+
+  // The error callback too (a first run that fails).
+  const errors = [];
+  requestId.run('request-c', () =>
+    db.stream('SELECT * FROM missing_table').subscribe(
+      () => {},
+      () => errors.push(requestId.getStore()),
+    ),
+  );
+  await until(() => errors.length > 0, 'the error callback');
+  assert.deepStrictEqual(errors, ['request-c']);
 });

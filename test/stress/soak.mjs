@@ -118,7 +118,13 @@ export async function run({ seconds = 10, rssLimitMb = 512, hangMs = 20_000 } = 
                 fail(`${fn.name}: ${err.message}; this loop stops`);
                 return;
               }
-              if (!err?.expected) fail(`${fn.name}: ${describeError(err)}`);
+              if (!err?.expected) {
+                fail(`${fn.name}: ${describeError(err)}`);
+                // A step that fails at once would otherwise retry on microtasks alone: the
+                // event loop (and the timer that ends the run) would never turn again, and a
+                // defect that fails every step would show as a hang instead of its error.
+                await sleep(1);
+              }
             }
           }
         })(),
