@@ -7,6 +7,7 @@ import { availableParallelism } from 'node:os';
 import { errorFromNative, type NativeErrorDetail } from './errors';
 import type { NativeDatabase } from './native';
 import { convertInteger, decodeRows, type IntMode, type RowMode } from './rows';
+import { outsideTransactions } from './transaction';
 
 export const enum Kind {
   Rows,
@@ -428,11 +429,15 @@ export class Requests {
 
 /** Reports an exception thrown by user code called from a completion, without stopping the
  * delivery of the others: it is thrown again from a microtask, so it reaches
- * process 'uncaughtException' like any error thrown by a callback. */
+ * process 'uncaughtException' like any error thrown by a callback. Never from a transaction's
+ * async context: in Node 24 the context of a microtask that throws stays current for the next
+ * one, and a next one queued in no context (most code) would run inside the transaction. */
 export function rethrowLater(err: unknown): void {
-  queueMicrotask(() => {
-    throw err;
-  });
+  outsideTransactions(() =>
+    queueMicrotask(() => {
+      throw err;
+    }),
+  );
 }
 
 /** lastInsertRowid under intMode; in 'number' mode an unsafe rowid is an error that says the

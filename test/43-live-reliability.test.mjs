@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { openMemory } from './fixtures/helpers.mjs';
@@ -11,6 +12,7 @@ import { EMIT_MS, settle, within } from './fixtures/live-helpers.mjs';
 
 const run = promisify(execFile);
 const CHILD = fileURLToPath(new URL('./fixtures/live-throw-child.mjs', import.meta.url));
+const THROW_IN_BODY_CHILD = fileURLToPath(new URL('./fixtures/throw-in-body-child.mjs', import.meta.url));
 
 test('a callback that throws: every other completion of its batch arrives, the error surfaces as uncaught', { timeout: 20_000 }, async () => {
   // In a child process: the callback's error must reach process 'uncaughtException'.
@@ -19,6 +21,21 @@ test('a callback that throws: every other completion of its batch arrives, the e
   assert.equal(result.ok, true, result.error);
   assert.deepEqual(result.seen, { a: [0, 1], b: [0, 1] }, 'both subscribers got both emissions');
   assert.equal(result.caught, result.thrown, 'each callback error surfaced once as an uncaught exception');
+});
+
+test("a callback that throws while a transaction body's poll delivers its rows pulls no other code into the transaction", { timeout: 20_000 }, async (t) => {
+  // With one CPU the JS thread never polls: rows only come by the event loop.
+  if (availableParallelism() === 1) return t.skip('the JS thread polls only with more than one CPU');
+  // In a child process: the callback's error must reach process 'uncaughtException'. Under
+  // Node 24 this failed before the fix: the continuation of a read started outside the
+  // transaction ran inside it, and its write was undone by the rollback.
+  const { stdout } = await run(process.execPath, [THROW_IN_BODY_CHILD], { timeout: 15_000 });
+  const result = JSON.parse(stdout);
+  assert.ok(result.callbackInBody && result.readInBody, `the scenario did not happen: ${stdout}`);
+  assert.equal(result.outcome, 'rolled back');
+  assert.equal(result.written, 'changes 1');
+  assert.deepEqual(result.rows, ['outside'], 'the write made outside the transaction stands');
+  assert.ok(result.thrown.length > 0 && result.thrown.every((m) => m === 'callback throws on purpose'));
 });
 
 test('next() called again before the first settled: both settle, in order', { timeout: 10_000 }, async (t) => {
