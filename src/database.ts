@@ -51,6 +51,7 @@ import { Functions, type AggregateOptions, type FunctionOptions } from './functi
 /** Entry points only an addon built with the `test-hooks` feature has (`npm test`). */
 interface TestHooks {
   liveStats(): number[];
+  resultPoolStats(): number[];
   statementCount(): number;
   panicForTests(id: number): void;
   panicOnJsThread(place: number): void;
@@ -929,6 +930,12 @@ export class Database implements Executor, TransactionHost, StatementHost {
   [Symbol.for('quietsqlite.liveStats')](): { groups: number; reruns: number } {
     const [groups, reruns] = testHooks(this.#native).liveStats();
     return { groups: groups!, reruns: reruns! };
+  }
+
+  /** @internal test hook: the process's pool of collected results' buffers. */
+  [Symbol.for('quietsqlite.resultPool')](): { kept: number; bytes: number; reusedBySize: number; reusedLargest: number } {
+    const [kept, bytes, reusedBySize, reusedLargest] = testHooks(this.#native).resultPoolStats();
+    return { kept: kept!, bytes: bytes!, reusedBySize: reusedBySize!, reusedLargest: reusedLargest! };
   }
 
   /** @internal test hook: how many prepared statements the addon holds. */

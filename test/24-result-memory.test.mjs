@@ -107,6 +107,107 @@ test('rows holding more text than a chunk are cut inside and read back whole', a
   }
 });
 
+/** Rows of a size set by `n`, with keys and text set by `round` and `m`, and what they hold. */
+const POOL_SQL = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?) " +
+  "SELECT i, ? || '-' || i AS k, printf('%.*c', (i * ?) % 300 + 1, char(97 + i % 26)) AS t FROM c";
+const POOL_EXPECTED = `(round, n, m) => Array.from({ length: n }, (_, j) => {
+  const i = j + 1;
+  return { i, k: round + '-' + i, t: String.fromCharCode(97 + (i % 26)).repeat((i * m) % 300 + 1) };
+})`;
+
+test('results written into the memory of collected results hold exactly their own bytes', () => {
+  // The memory of a large result whose Buffer V8 has collected is kept a moment and written
+  // into again (docs/experiments/038-result-buffer-pool.md). Results of sizes that repeat, go
+  // up and go down, with collections between them: every row, every JSON byte and every
+  // length must be this result's own, and results (and a view into one) kept across rounds
+  // must not change. Selects run first, alone, so that their reuse is counted apart.
+  const r = child(
+    `const db = await Database.open(':memory:', { readers: 1 });
+const pool = () => db[Symbol.for('quietsqlite.resultPool')]();
+const sql = ${JSON.stringify(POOL_SQL)};
+const expectedOf = ${POOL_EXPECTED};
+const sizes = [20000, 20000, 3000, 12000, 12000, 600, 16000];
+const wrong = [];
+const kept = [];
+const settle = async () => {
+  globalThis.gc();
+  // Finalizers run after the collection's sweeping, a few turns later.
+  await new Promise((resolve) => setTimeout(resolve, 20));
+};
+const start = pool();
+for (let round = 0; round < 14; round++) {
+  const n = sizes[round % sizes.length];
+  const expected = expectedOf(round, n, 7 + round);
+  const rows = await db.select(sql, [n, String(round), 7 + round]);
+  if (rows.length !== n || rows.some((row, j) => row.i !== expected[j].i || row.k !== expected[j].k || row.t !== expected[j].t)) {
+    wrong.push('rows ' + round);
+  }
+  if (round % 5 === 0) kept.push({ round, rows, expected });
+  await settle();
+}
+const afterRows = pool();
+for (let round = 14; round < 28; round++) {
+  const n = sizes[round % sizes.length];
+  const text = JSON.stringify(expectedOf(round, n, 7 + round));
+  const json = await db.selectBytes(sql, [n, String(round), 7 + round]);
+  if (json.length !== Buffer.byteLength(text) || json.toString() !== text) wrong.push('json ' + round);
+  if (round % 5 === 0) kept.push({ round, json, text });
+  if (round % 5 === 3) kept.push({ round, json: json.subarray(100, 5000), text: Buffer.from(text).subarray(100, 5000).toString() });
+  await settle();
+}
+const afterJson = pool();
+for (const k of kept) {
+  if (k.rows ? JSON.stringify(k.rows) !== JSON.stringify(k.expected) : k.json.toString() !== k.text) wrong.push('kept ' + k.round);
+}
+await db.close();
+out({
+  wrong,
+  kept: kept.length,
+  rowsReused: afterRows.reusedBySize - start.reusedBySize,
+  jsonReused: afterJson.reusedLargest - afterRows.reusedLargest,
+});`,
+    ['--expose-gc'],
+  );
+  assert.deepEqual(r.wrong, []);
+  assert.equal(r.kept, 8);
+  assert.ok(r.rowsReused > 0, 'no select result was written into a kept buffer');
+  assert.ok(r.jsonReused > 0, 'no selectBytes result was written into a kept buffer');
+});
+
+test('a Worker that loaded the addon alone leaves no pool thread behind', { skip: process.platform !== 'linux' && 'reads /proc' }, () => {
+  // Node unloads an addon that only Workers loaded when the last of them ends; the pool's
+  // thread must be gone by then. The main thread here never loads the addon.
+  const worker = `import { createRequire } from 'node:module';
+import { parentPort } from 'node:worker_threads';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+const require = createRequire(${JSON.stringify(root + '/')});
+const { Database } = require('./dist/index.js');
+const db = await Database.open(':memory:', { readers: 1 });
+for (let k = 0; k < 30; k++) await db.selectBytes(${JSON.stringify(POOL_SQL)}, [20000, 'w', 7]);
+// Collect the results, so that their buffers are in the pool and its thread runs.
+setFlagsFromString('--expose-gc');
+runInNewContext('gc')();
+await new Promise((resolve) => setTimeout(resolve, 50));
+parentPort.postMessage(db[Symbol.for('quietsqlite.resultPool')]());
+setInterval(() => {}, 1000); // alive until terminated
+`;
+  const source = `import { Worker } from 'node:worker_threads';
+import { readdirSync, readFileSync } from 'node:fs';
+const names = () => readdirSync('/proc/self/task').map((t) => { try { return readFileSync('/proc/self/task/' + t + '/comm', 'utf8').trim(); } catch { return ''; } });
+const w = new Worker(${JSON.stringify(worker)}, { eval: true });
+const stats = await new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject); });
+const during = names().filter((n) => n === ${JSON.stringify('quietsqlite-mem')}).length;
+await w.terminate();
+const after = names().filter((n) => n === ${JSON.stringify('quietsqlite-mem')}).length;
+process.stdout.write(JSON.stringify({ stats, during, after }));`;
+  const res = spawnSync(process.execPath, ['--input-type=module', '-e', source], { encoding: 'utf8' });
+  assert.equal(res.status, 0, res.stderr);
+  const r = JSON.parse(res.stdout);
+  assert.ok(r.stats.kept > 0 && r.during === 1, `the pool was in use in the Worker: ${res.stdout}`);
+  assert.equal(r.after, 0, 'the pool thread was left after the Worker ended');
+});
+
 test('the result encoding constants agree between Rust and TypeScript', async () => {
   const rust = readFileSync(new URL('../crates/core/src/encode.rs', import.meta.url), 'utf8');
   const { ENCODING } = await import('../dist/rows.js');

@@ -124,6 +124,11 @@ export declare class NativeDatabase {
   iterateStepped(id: number): number
   /** EXPERIMENT (docs/experiments/001-result-path.md): rows built with Node-API calls. */
   experimentNativeRows(encoded: Buffer): unknown
+  /**
+   * `[kept, bytes, reused by size, reused largest]` of the process's result pool (proves
+   * results are written into collected results' memory).
+   */
+  resultPoolStats(): Array<number>
   /** How many prepared statements are registered (proves collected ones are freed). */
   statementCount(): number
   /** A reader thread panics while serving request `id`. */

@@ -213,13 +213,24 @@ impl RowEncoder {
         }
     }
 
-    pub fn finish(mut self) -> EncodedRows {
+    pub fn finish(self) -> EncodedRows {
+        self.finish_in(&crate::buffer_pool::RESULTS)
+    }
+
+    /// `finish`, with the result buffer from `pool` when it holds one that fits.
+    pub fn finish_in(mut self, pool: &crate::buffer_pool::Pool) -> EncodedRows {
         self.close_chunk();
         let cells = self.sections.tags.len();
         let chunk_table = (self.sections.row_chunks.len() + self.sections.cell_chunks.len()) * 8;
         let mut len = HEADER_BYTES + cells * 8 + self.sections.bigs.len() * 8 + chunk_table;
         len += cells + self.names.len() + self.sections.text.len() + self.sections.blobs.len();
-        let mut out = Vec::with_capacity(len);
+        // A kept buffer is already resident (at most a quarter larger than the result, which
+        // holds on to it). A new one gets a sixteenth more, so that when it comes back it can
+        // serve a slightly larger result. Small results (most of them) do not look: the pool
+        // holds nothing that small.
+        let large = len + len / 4 >= crate::buffer_pool::MIN_POOLED_BYTES;
+        let kept = if large { pool.take(len, len + len / 4) } else { None };
+        let mut out = kept.unwrap_or_else(|| Vec::with_capacity(if large { len + len / 16 } else { len }));
         let header = [
             FORMAT_VERSION,
             self.rows,
@@ -542,6 +553,10 @@ mod tests {
     /// 40 rows that use every section: NULL, INT, BIGINT, REAL, BLOB, and text that closes
     /// row chunks and, every tenth row, is cut into a chunk of its own (TAG_TEXT_CHUNK).
     fn every_section() -> EncodedRows {
+        every_section_encoder().finish()
+    }
+
+    fn every_section_encoder() -> RowEncoder {
         let long = vec![b'z'; TEXT_CHUNK_MAX_BYTES - 10];
         let mut e = RowEncoder::new(["n", "i", "big", "r", "b", "t"].into_iter());
         for k in 0..40i64 {
@@ -553,7 +568,7 @@ mod tests {
             e.push_value(ValueRef::Text(if k % 10 == 9 { &long } else { "h\u{e9}llo".as_bytes() }));
             e.end_row();
         }
-        e.finish()
+        e
     }
 
     #[test]
@@ -571,5 +586,25 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_result_written_into_a_kept_buffer_is_exactly_what_a_new_one_holds() {
+        use crate::buffer_pool::tests::{filled, pool};
+        let fresh = every_section();
+        let len = fresh.bytes.len();
+        assert!(len >= crate::buffer_pool::MIN_POOLED_BYTES, "large enough to come from the pool");
+        let p = pool(16 << 20, std::time::Duration::from_secs(600));
+        // Kept buffers full of other bytes: one too small, one too large, one that fits.
+        for cap in [len - 1, len * 2, len + 100] {
+            p.give(filled(cap, 0x5a));
+        }
+        let fits = p.take(len + 100, len + 100).unwrap();
+        let addr = fits.as_ptr();
+        p.give(fits);
+        let reused = every_section_encoder().finish_in(p);
+        assert_eq!(reused.bytes.as_ptr(), addr, "written into the kept buffer that fits");
+        assert_eq!(reused.bytes, fresh.bytes);
+        assert_eq!(p.stats().0, 2, "the others stay");
     }
 }

@@ -2,12 +2,20 @@
 //! without creating a single JS object. Always valid JSON: non-finite reals become null,
 //! BLOBs become base64 strings, invalid UTF-8 is replaced, control characters are escaped.
 
+use crate::buffer_pool::{self, Pool};
 use crate::raw_statement::ColumnValues;
 use base64::Engine as _;
 use rusqlite::types::ValueRef;
 
+/// Room checked for before each row; a larger row grows the output as any Vec does.
+const ROW_HEADROOM: usize = 4096;
+/// The largest result `finish` copies into new memory to give a much larger buffer back.
+const COPY_OUT_AT_MOST: usize = 1024 * 1024;
+
 pub struct JsonWriter {
     out: Vec<u8>,
+    /// Where the output grows into and what a copied-out buffer goes back to.
+    pool: &'static Pool,
     /// `{"name":` for the first column and `,"name":` for the others, escaped once.
     keys: Vec<Vec<u8>>,
     rows: u32,
@@ -15,6 +23,10 @@ pub struct JsonWriter {
 
 impl JsonWriter {
     pub fn new<'a>(names: impl Iterator<Item = &'a str>) -> Self {
+        Self::new_in(names, &buffer_pool::RESULTS)
+    }
+
+    pub fn new_in<'a>(names: impl Iterator<Item = &'a str>, pool: &'static Pool) -> Self {
         let keys = names
             .enumerate()
             .map(|(i, n)| {
@@ -25,12 +37,15 @@ impl JsonWriter {
                 k
             })
             .collect();
-        let mut out = Vec::with_capacity(4096);
+        let mut out = Vec::with_capacity(2 * ROW_HEADROOM);
         out.push(b'[');
-        JsonWriter { out, keys, rows: 0 }
+        JsonWriter { out, pool, keys, rows: 0 }
     }
 
     pub fn push_row<R: ColumnValues + ?Sized>(&mut self, row: &R) -> crate::error::Result<()> {
+        if self.out.capacity() - self.out.len() < ROW_HEADROOM {
+            self.grow();
+        }
         if self.rows > 0 {
             self.out.push(b',');
         }
@@ -52,8 +67,53 @@ impl JsonWriter {
         self.rows
     }
 
+    /// Doubles the output, or moves it into the largest kept buffer if that is at least as
+    /// large: its pages are already resident. The final size is not known yet, and the
+    /// largest one is the least likely to be outgrown (`finish` moves a result much smaller
+    /// than its buffer out).
+    #[cold]
+    fn grow(&mut self) {
+        let want = (self.out.capacity() * 2).max(2 * ROW_HEADROOM);
+        if want >= buffer_pool::MIN_POOLED_BYTES {
+            if let Some(mut b) = self.pool.take_largest(want) {
+                b.extend_from_slice(&self.out);
+                self.pool.give(std::mem::replace(&mut self.out, b));
+                return;
+            }
+        }
+        self.out.reserve(want - self.out.len());
+    }
+
     pub fn finish(mut self) -> Vec<u8> {
         self.out.push(b']');
+        let (len, cap) = (self.out.len(), self.out.capacity());
+        if cap < buffer_pool::MIN_POOLED_BYTES {
+            return self.out;
+        }
+        // A result less than half its buffer's size (a large kept buffer, or one doubled just
+        // before the end) moves to a buffer of about its size: a kept one that fits, or, for
+        // a small result, a new one. The large buffer goes back to the pool.
+        if cap / 2 > len {
+            let moved = match self.pool.take(len, len + len / 4) {
+                Some(mut fits) => {
+                    fits.extend_from_slice(&self.out);
+                    Some(fits)
+                }
+                None if len < COPY_OUT_AT_MOST => Some(self.out.as_slice().to_vec()),
+                // New memory for a large result costs the page faults the pool saves: cut
+                // the buffer instead (below).
+                None => None,
+            };
+            if let Some(moved) = moved {
+                self.pool.give(std::mem::replace(&mut self.out, moved));
+                return self.out;
+            }
+        }
+        // Otherwise the unused end goes (glibc cuts the block in place, without a copy), so
+        // that the pool holds more buffers within its bound, each about a result's size.
+        if cap - len > len / 8 {
+            self.out.shrink_to(len + len / 16);
+        }
         self.out
     }
 }
@@ -245,6 +305,100 @@ mod tests {
             let out = s(ValueRef::Text(&text));
             assert!(!out.bytes().any(|b| b < 0x20), "raw control byte {c} leaked");
         }
+    }
+
+    struct Row(Vec<rusqlite::types::Value>);
+
+    impl ColumnValues for Row {
+        fn value(&self, col: usize) -> crate::error::Result<ValueRef<'_>> {
+            Ok(ValueRef::from(&self.0[col]))
+        }
+    }
+
+    /// `rows` rows of two columns written by `w`, and the JSON they must make.
+    fn write_rows(w: &mut JsonWriter, rows: i64) -> String {
+        use rusqlite::types::Value as V;
+        let mut expected = String::from("[");
+        for i in 0..rows {
+            let t = format!("row {i} {}", "x".repeat((i % 50) as usize));
+            w.push_row(&Row(vec![V::Integer(i), V::Text(t.clone())])).unwrap();
+            if i > 0 {
+                expected.push(',');
+            }
+            expected.push_str(&format!("{{\"id\":{i},\"t\":\"{t}\"}}"));
+        }
+        expected.push(']');
+        expected
+    }
+
+    #[test]
+    fn output_grown_into_kept_buffers_is_exactly_what_was_written() {
+        use crate::buffer_pool::tests::{filled, pool};
+        let p = pool(16 << 20, std::time::Duration::from_secs(600));
+        // Kept buffers full of other bytes; the output (~1.1 MB) outgrows the larger one.
+        p.give(filled(200 * 1024, b'#'));
+        p.give(filled(1 << 20, b'#'));
+        let mut w = JsonWriter::new_in(["id", "t"].into_iter(), p);
+        let expected = write_rows(&mut w, 20_000);
+        let out = w.finish();
+        assert!(out.len() > 1 << 20);
+        // Doubled to 2 MiB past the kept buffer, then cut to about its length.
+        assert!(out.capacity() <= out.len() + out.len() / 8, "{} for {} bytes", out.capacity(), out.len());
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+        let (kept, _, _, reused) = p.stats();
+        assert_eq!(reused, 1, "the output moved into the largest kept buffer");
+        assert_eq!(kept, 1, "the 200 KiB one is still kept");
+    }
+
+    #[test]
+    fn a_result_much_smaller_than_its_kept_buffer_is_copied_out_and_the_buffer_kept() {
+        use crate::buffer_pool::tests::{filled, pool};
+        let p = pool(16 << 20, std::time::Duration::from_secs(600));
+        p.give(filled(1 << 20, b'#'));
+        let mut w = JsonWriter::new_in(["id", "t"].into_iter(), p);
+        let expected = write_rows(&mut w, 1_000); // ~40 KB: past 28 KiB, it takes the buffer
+        let out = w.finish();
+        assert_eq!(String::from_utf8(out.clone()).unwrap(), expected);
+        assert_eq!(p.stats().3, 1, "it was written into the kept buffer");
+        assert!(out.capacity() < 2 * out.len(), "holds {} for {} bytes", out.capacity(), out.len());
+        assert_eq!((p.stats().0, p.stats().1), (1, 1 << 20), "the buffer is back");
+    }
+
+    #[test]
+    fn a_result_much_smaller_than_its_buffer_moves_into_a_kept_one_that_fits() {
+        use crate::buffer_pool::tests::{filled, pool};
+        let len = {
+            let mut w = JsonWriter::new_in(["id", "t"].into_iter(), pool(0, std::time::Duration::ZERO));
+            write_rows(&mut w, 3_000);
+            w.finish().len()
+        };
+        assert!(len > crate::buffer_pool::MIN_POOLED_BYTES);
+        let p = pool(16 << 20, std::time::Duration::from_secs(600));
+        p.give(filled(4 << 20, b'#'));
+        p.give(filled(len + 10, b'#'));
+        let fits = p.take(len + 10, len + 10).unwrap();
+        let addr = fits.as_ptr();
+        p.give(fits);
+        let mut w = JsonWriter::new_in(["id", "t"].into_iter(), p);
+        let expected = write_rows(&mut w, 3_000);
+        let out = w.finish();
+        assert_eq!(out.as_ptr(), addr, "moved into the kept buffer of its size");
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+        assert_eq!((p.stats().0, p.stats().1), (1, 4 << 20), "the large buffer is back");
+    }
+
+    #[test]
+    fn a_large_result_in_a_much_larger_buffer_is_cut_not_copied() {
+        use crate::buffer_pool::tests::{filled, pool};
+        let p = pool(64 << 20, std::time::Duration::from_secs(600));
+        p.give(filled(16 << 20, b'#'));
+        let mut w = JsonWriter::new_in(["id", "t"].into_iter(), p);
+        let expected = write_rows(&mut w, 30_000); // ~1.7 MB: more than is copied out
+        let out = w.finish();
+        assert!(out.len() > COPY_OUT_AT_MOST);
+        assert_eq!(p.stats().0, 0, "the buffer stayed with the result");
+        assert!(out.capacity() <= out.len() + out.len() / 8, "{} for {} bytes", out.capacity(), out.len());
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
     }
 
     /// What `write_value` must produce for TEXT, written the slow way: invalid UTF-8

@@ -11,6 +11,7 @@ use quietsqlite_sqlite as _;
 
 pub mod backup;
 pub mod bind;
+pub mod buffer_pool;
 pub mod cancel;
 pub mod completion;
 pub mod connection;

@@ -728,6 +728,16 @@ impl NativeDatabase {
         })
     }
 
+    /// `[kept, bytes, reused by size, reused largest]` of the process's result pool (proves
+    /// results are written into collected results' memory).
+    #[napi]
+    pub fn result_pool_stats(&self) -> Vec<f64> {
+        let pool = &quietsqlite_core::buffer_pool::RESULTS;
+        let (kept, bytes, _, _) = pool.stats();
+        let (by_size, largest) = pool.reused_by_kind();
+        vec![kept as f64, bytes as f64, by_size as f64, largest as f64]
+    }
+
     /// How many prepared statements are registered (proves collected ones are freed).
     #[napi]
     pub fn statement_count(&self) -> u32 {

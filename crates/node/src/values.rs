@@ -2,6 +2,7 @@
 //! completions to JS values. Raw Node-API calls: this is the hottest code of the binding.
 
 use napi::sys;
+use quietsqlite_core::buffer_pool;
 use quietsqlite_core::error::code_name;
 use quietsqlite_core::{Completion, Error, Output, Params, ReadOutput, Value, MAX_PARAMETERS, MAX_VALUE_BYTES};
 use std::ffi::c_void;
@@ -264,8 +265,38 @@ pub unsafe fn to_param_sets(env: sys::napi_env, v: sys::napi_value) -> Result<Ve
 
 unsafe extern "C" fn free_vec(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
     // SAFETY: `hint` is the Box `buffer` leaked for this external buffer; Node calls the
-    // finalizer once. Dropping a Vec cannot panic, so nothing unwinds into Node.
-    drop(Box::from_raw(hint as *mut Vec<u8>));
+    // finalizer once, when nothing in JavaScript can reach the bytes any more, so they may be
+    // written into again. `give` does not panic; were it to, the Vec is freed while
+    // unwinding, and the unwind stops here, before Node.
+    let bytes = *Box::from_raw(hint as *mut Vec<u8>);
+    let _ = std::panic::catch_unwind(move || buffer_pool::RESULTS.give(bytes));
+}
+
+/// Runs once in each environment that loads the addon (the main thread, each Worker): the
+/// result pool keeps buffers only while one is running, and when the last one ends it frees
+/// them and joins its thread, before Node may unload the library (Node unloads an addon
+/// that only Workers loaded when the last of them ends).
+#[napi_derive::napi(module_exports)]
+pub fn start_result_pool(_exports: napi::bindgen_prelude::Object<'_>, env: napi::Env) -> napi::Result<()> {
+    buffer_pool::RESULTS.environment_started();
+    // A box of its own for each registration: a second identical (hook, argument) pair in
+    // one environment, which loading the addon twice there would make, aborts the process.
+    let arg = Box::into_raw(Box::new(0u8)) as *mut c_void;
+    // SAFETY: on this environment's JS thread, with its env. Cleanup hooks run last added
+    // first, so this one runs after the finalizers of the Buffers made later in it.
+    let status = unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(end_result_pool), arg) };
+    if status != sys::Status::napi_ok {
+        // SAFETY: `arg` was not registered; it is freed once, here.
+        drop(unsafe { Box::from_raw(arg as *mut u8) });
+        buffer_pool::RESULTS.environment_ended();
+    }
+    Ok(())
+}
+
+unsafe extern "C" fn end_result_pool(arg: *mut c_void) {
+    // SAFETY: `arg` is the Box registered with this hook, which Node calls once.
+    drop(Box::from_raw(arg as *mut u8));
+    let _ = std::panic::catch_unwind(|| buffer_pool::RESULTS.environment_ended());
 }
 
 /// A Buffer with the bytes: small ones copied, large ones taken over without copying (a copy
