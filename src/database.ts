@@ -26,7 +26,7 @@ import {
 } from './options';
 import { packParamSets } from './params';
 import { Kind, Requests, type Description, type ExecuteResult, type Stop } from './requests';
-import type { IntMode, Row, SqlValue } from './rows';
+import { decodeRowsIn, type IntMode, type Row, type SqlValue } from './rows';
 import { resolveIterateOptions, RowIterator, type IterateHost, type IterateOptions } from './iterate';
 import {
   currentTransaction,
@@ -130,6 +130,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
   #inlineHeld = 0;
   /** Where inline reads write small results (made at the first one; decoded before reuse). */
   #inlineScratch: Buffer | undefined;
+  /** `#inlineScratch` as float64s, for decoding without a view per result. */
+  #inlineView: Float64Array | undefined;
   /** No inline read was tried yet in this synchronous run (reset by a microtask). */
   #inlineTurn = true;
   readonly #nextInlineTurn = (): void => {
@@ -302,8 +304,13 @@ export class Database implements Executor, TransactionHost, StatementHost {
         } catch (err) {
           throw fromNativeThrow(err);
         }
-        // A length: the rows were written to `scratch`, decoded (copied out) right here.
-        if (typeof out === 'number') out = scratch.subarray(0, out);
+        if (typeof out === 'number') {
+          // A length: the rows were written to `scratch`, decoded (copied out) right here,
+          // through a view of it kept for the next time.
+          const view = (this.#inlineView ??= new Float64Array(scratch.buffer, scratch.byteOffset, INLINE_SCRATCH_BYTES / 8));
+          const rows = decodeRowsIn(scratch, view, o.rowMode, this.#requests.intMode);
+          return Promise.resolve(format === 1 ? rows[0] : rows);
+        }
         if (out !== null) return Promise.resolve(this.#requests.convert(FORMATS[format], o.rowMode, out));
       }
       return this.#requests.start(

@@ -15,8 +15,8 @@ export type Row = Record<string, SqlValue>;
 /** Constants of the result encoding. Their home is crates/core/src/encode.rs;
  * test/24-result-memory.test.mjs checks that both sides agree. */
 export const ENCODING = {
-  FORMAT_VERSION: 2,
-  HEADER_BYTES: 32,
+  FORMAT_VERSION: 3,
+  HEADER_BYTES: 40,
   FLAG_ASCII_TEXT: 1,
   TAG_NULL: 0,
   TAG_REAL: 1,
@@ -27,26 +27,46 @@ export const ENCODING = {
   TAG_TEXT_CHUNK: 6,
 } as const;
 const { HEADER_BYTES, FLAG_ASCII_TEXT, FORMAT_VERSION } = ENCODING;
+/** Where the nums section starts, in float64s from the start of a result. */
+const NUMS_AT = HEADER_BYTES / 8;
 const EMPTY_BIGS = new BigInt64Array(0);
-const EMPTY_CHUNKS = new Float64Array(0);
 const MAX_STRING_LENGTH = bufferConstants.MAX_STRING_LENGTH;
 
+/**
+ * Builds the rows of one result. `buf` holds the result from its start; `f` views the same
+ * memory as float64s from the same start. Sections are found by position: `tagsAt` and
+ * `textBase` in bytes, `rowChunksAt` and `cellChunksAt` in float64s (with their lengths).
+ */
 type Build = (
   rows: number,
-  tags: Uint8Array,
-  nums: Float64Array,
-  bigs: BigInt64Array,
-  rowChunks: Float64Array,
-  cellChunks: Float64Array,
   buf: Buffer,
+  f: Float64Array,
+  tagsAt: number,
+  bigs: BigInt64Array,
+  rowChunksAt: number,
+  rowChunksLen: number,
+  cellChunksAt: number,
+  cellChunksLen: number,
   textBase: number,
   latin1: boolean,
 ) => unknown[];
 
-/** Builders by row mode and int mode, then by the column-name list: no key is concatenated
- * per result. */
-const factories: Record<string, Map<string, Build>> = {};
-const MAX_FACTORIES = 512;
+/** A column list seen before: its names as the encoding has them (to confirm that a hash
+ * match is this list) and its builders, made on first use, by row mode and int mode. */
+interface Shape {
+  bytes: Uint8Array;
+  names: string[];
+  builds: (Build | undefined)[];
+}
+
+/** Column lists by the hash the encoder writes of their names (crates/core/src/encode.rs),
+ * cut to 30 bits so that the key is a small integer: a result of a known list decodes no
+ * names. Lists whose hashes agree share an entry. Bounded: all are forgotten when full. */
+const shapes = new Map<number, Shape[]>();
+let shapeCount = 0;
+const MAX_SHAPES = 512;
+/** Row builders generated since the process started (tests check that known lists reuse theirs). */
+let buildersMade = 0;
 
 function unsafeInteger(value: bigint): never {
   throw new RangeError(
@@ -57,14 +77,15 @@ function unsafeInteger(value: bigint): never {
 
 /** Decodes the text bytes [start, end) of `buf` as one string. A chunk longer than the
  * longest string V8 makes holds exactly one value, its first (crates/core/src/encode.rs):
- * the first TEXT cell from `cell` on, which the error names. */
+ * the first TEXT cell from `cell` on (of `cells`, tagged from `tagsAt`), which the error names. */
 function decodeChunk(
   buf: Buffer,
   start: number,
   end: number,
   latin1: boolean,
   names: string[],
-  tags: Uint8Array,
+  tagsAt: number,
+  cells: number,
   cell: number,
 ): string {
   if (end - start <= MAX_STRING_LENGTH) return buf.toString(latin1 ? 'latin1' : 'utf8', start, end);
@@ -84,7 +105,8 @@ function decodeChunk(
       if (!(e instanceof RangeError)) throw e;
     }
   }
-  while (cell < tags.length && tags[cell] !== ENCODING.TAG_TEXT && tags[cell] !== ENCODING.TAG_TEXT_CHUNK) cell++;
+  const tagOf = (c: number): number => buf[tagsAt + c]!;
+  while (cell < cells && tagOf(cell) !== ENCODING.TAG_TEXT && tagOf(cell) !== ENCODING.TAG_TEXT_CHUNK) cell++;
   throw new RangeError(
     `the value of column ${JSON.stringify(names[cell % names.length])} is longer than the longest string ` +
       `JavaScript can hold (${MAX_STRING_LENGTH} characters); read it in parts with substr() or as a BLOB`,
@@ -98,9 +120,10 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
   // Common tags first: INT, REAL, TEXT, NULL; BLOB and BIGINT go through small closures, and
   // so does a TEXT cell that starts a chunk inside a row (TAG_TEXT_CHUNK: rare, rows with a
   // lot of text). Chunks entered between rows switch in the row loop, outside the cells.
+  // Tags are read from `buf` and values from `f` at fixed distances from the cell index.
   const E = ENCODING;
   const cell =
-    `(t = tags[i], x = nums[i++], t === ${E.TAG_INT} ? ${int} : t === ${E.TAG_REAL} ? x : ` +
+    `(t = buf[ta + i], x = f[${NUMS_AT} + i++], t === ${E.TAG_INT} ? ${int} : t === ${E.TAG_REAL} ? x : ` +
     `t === ${E.TAG_TEXT} ? (s = text.slice(tp, x), tp = x, s) : t === ${E.TAG_NULL} ? null : ` +
     `t === ${E.TAG_BLOB} ? blob(x) : ` +
     `t === ${E.TAG_TEXT_CHUNK} ? (text = cellChunk(i - 1), tp = x, text.slice(0, x)) : big())`;
@@ -114,26 +137,26 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
   }
   const big = intMode === 'number' ? 'unsafeInteger(bigs[gp++])' : 'bigs[gp++]';
   const source = `
-    return function build(n, tags, nums, bigs, rowChunks, cellChunks, buf, textBase, latin1) {
+    return function build(n, buf, f, ta, bigs, rc, rl, cc, cl, textBase, latin1) {
       let i = 0, tp = 0, bp = 0, gp = 0, t = 0, x = 0, s = '', text = '', kr = 0, kc = 0;
-      let next = rowChunks.length === 0 ? -1 : rowChunks[0];
-      const rl = rowChunks.length, cl = cellChunks.length;
-      const textEnd = Math.max(rl === 0 ? 0 : rowChunks[rl - 1], cl === 0 ? 0 : cellChunks[cl - 1]);
+      let next = rl === 0 ? -1 : f[rc];
+      const textEnd = Math.max(rl === 0 ? 0 : f[rc + rl - 1], cl === 0 ? 0 : f[cc + cl - 1]);
       const blobBase = textBase + textEnd;
+      const cells = n * names.length;
       const blob = (end) => { const b = Buffer.from(buf.subarray(blobBase + bp, blobBase + end)); bp = end; return b; };
       const big = () => ${big};
       const cellChunk = (cell) => {
-        const str = decodeChunk(buf, textBase + cellChunks[kc], textBase + cellChunks[kc + 1], latin1, names, tags, cell);
+        const str = decodeChunk(buf, textBase + f[cc + kc], textBase + f[cc + kc + 1], latin1, names, ta, cells, cell);
         kc += 2;
         return str;
       };
       const out = new Array(n);
       for (let r = 0; r < n; r++) {
         if (r === next) {
-          text = decodeChunk(buf, textBase + rowChunks[kr + 1], textBase + rowChunks[kr + 2], latin1, names, tags, i);
+          text = decodeChunk(buf, textBase + f[rc + kr + 1], textBase + f[rc + kr + 2], latin1, names, ta, cells, i);
           tp = 0;
           kr += 3;
-          next = kr < rl ? rowChunks[kr] : -1;
+          next = kr < rl ? f[rc + kr] : -1;
         }
         out[r] = ${row};
       }
@@ -147,50 +170,87 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
   ) as Build;
 }
 
-function factoryFor(namesKey: string, rowMode: RowMode, intMode: IntMode): Build {
-  const byNames = (factories[rowMode + intMode] ??= new Map<string, Build>());
-  let f = byNames.get(namesKey);
-  if (f === undefined) {
-    if (byNames.size >= MAX_FACTORIES) byNames.clear();
-    const names = namesKey.length === 0 ? [] : namesKey.slice(0, -1).split('\u0000');
-    f = makeFactory(names, rowMode, intMode);
-    byNames.set(namesKey, f);
+/** The column list whose names take `len` bytes at `at` in `buf` and hash to `hash`. */
+function shapeOf(buf: Buffer, at: number, len: number, hash: number): Shape {
+  const key = hash & 0x3fffffff;
+  const same = shapes.get(key);
+  if (same !== undefined) {
+    for (let k = 0; k < same.length; k++) {
+      const b = same[k]!.bytes;
+      if (b.length !== len) continue;
+      let i = 0;
+      while (i < len && b[i] === buf[at + i]) i++;
+      if (i === len) return same[k]!;
+    }
   }
-  return f;
+  if (shapeCount >= MAX_SHAPES) {
+    shapes.clear();
+    shapeCount = 0;
+  }
+  const text = buf.toString('utf8', at, at + len);
+  const shape: Shape = {
+    bytes: new Uint8Array(buf.subarray(at, at + len)),
+    names: text.length === 0 ? [] : text.slice(0, -1).split('\u0000'),
+    builds: [],
+  };
+  const list = shapes.get(key);
+  if (list === undefined) shapes.set(key, [shape]);
+  else list.push(shape);
+  shapeCount++;
+  return shape;
 }
+
+/** Where a shape keeps its builder for these modes: as makeFactory reads them. */
+const slotOf = (rowMode: RowMode, intMode: IntMode): number =>
+  (rowMode === 'array' ? 3 : 0) + (intMode === 'bigint' ? 2 : intMode === 'number' ? 1 : 0);
+
+/** Column lists known and row builders made so far (for tests). */
+export function rowShapeStats(): { shapes: number; buildersMade: number } {
+  return { shapes: shapeCount, buildersMade };
+}
+
+/** A little-endian u32 of the header. */
+const u32 = (buf: Buffer, at: number): number =>
+  (buf[at]! | (buf[at + 1]! << 8) | (buf[at + 2]! << 16)) + buf[at + 3]! * 0x1000000;
 
 /** Decodes a result buffer into rows. */
 export function decodeRows(input: Buffer, rowMode: RowMode, intMode: IntMode): unknown[] {
-  // Typed-array views need 8-byte alignment; buffers from the addon have it, copies may not.
+  // Float64 views need 8-byte alignment; buffers from the addon have it, copies may not.
   const buf = (input.byteOffset & 7) === 0 ? input : Buffer.from(input);
-  const h = new Uint32Array(buf.buffer, buf.byteOffset, 8);
-  if (h[0] !== FORMAT_VERSION) throw new Error(`quietsqlite: unknown result format ${h[0]}`);
-  const rows = h[1]!;
+  return decodeRowsIn(buf, undefined, rowMode, intMode);
+}
+
+/**
+ * Decodes the result at the start of `buf` (8-byte aligned). `view`, when given, is a
+ * Float64Array over `buf`'s memory from the same start, kept by a caller that decodes
+ * into one buffer again and again (inline reads); otherwise one is made for this result.
+ */
+export function decodeRowsIn(buf: Buffer, view: Float64Array | undefined, rowMode: RowMode, intMode: IntMode): unknown[] {
+  if (u32(buf, 0) !== FORMAT_VERSION) throw new Error(`quietsqlite: unknown result format ${u32(buf, 0)}`);
+  const rows = u32(buf, 4);
   if (rows === 0) return [];
-  const cols = h[2]!;
-  const flags = h[3]!;
-  const namesLen = h[4]!;
-  const rowChunkCount = h[5]!;
-  const cellChunkCount = h[6]!;
-  const bigCount = h[7]!;
-  const cells = rows * cols;
-  let off = HEADER_BYTES;
-  const nums = new Float64Array(buf.buffer, buf.byteOffset + off, cells);
-  off += cells * 8;
-  const bigs = bigCount === 0 ? EMPTY_BIGS : new BigInt64Array(buf.buffer, buf.byteOffset + off, bigCount);
-  off += bigCount * 8;
-  const rowChunks =
-    rowChunkCount === 0 ? EMPTY_CHUNKS : new Float64Array(buf.buffer, buf.byteOffset + off, rowChunkCount * 3);
-  off += rowChunkCount * 24;
-  const cellChunks =
-    cellChunkCount === 0 ? EMPTY_CHUNKS : new Float64Array(buf.buffer, buf.byteOffset + off, cellChunkCount * 2);
-  off += cellChunkCount * 16;
-  const tags = new Uint8Array(buf.buffer, buf.byteOffset + off, cells);
-  off += cells;
-  const namesKey = buf.toString('utf8', off, off + namesLen);
-  off += namesLen;
+  const cells = rows * u32(buf, 8);
+  const flags = u32(buf, 12);
+  const namesLen = u32(buf, 16);
+  const rowChunksLen = u32(buf, 20) * 3;
+  const cellChunksLen = u32(buf, 24) * 2;
+  const bigCount = u32(buf, 28);
+  const hash = u32(buf, 32);
+  const rowChunksAt = NUMS_AT + cells + bigCount;
+  const cellChunksAt = rowChunksAt + rowChunksLen;
+  const tagsAt = (cellChunksAt + cellChunksLen) * 8;
+  const f = view ?? new Float64Array(buf.buffer, buf.byteOffset, tagsAt / 8);
+  const bigs = bigCount === 0 ? EMPTY_BIGS : new BigInt64Array(buf.buffer, buf.byteOffset + (NUMS_AT + cells) * 8, bigCount);
+  const namesAt = tagsAt + cells;
+  const shape = shapeOf(buf, namesAt, namesLen, hash);
+  const slot = slotOf(rowMode, intMode);
+  let build = shape.builds[slot];
+  if (build === undefined) {
+    build = shape.builds[slot] = makeFactory(shape.names, rowMode, intMode);
+    buildersMade++;
+  }
   const latin1 = (flags & FLAG_ASCII_TEXT) !== 0;
-  return factoryFor(namesKey, rowMode, intMode)(rows, tags, nums, bigs, rowChunks, cellChunks, buf, off, latin1);
+  return build(rows, buf, f, tagsAt, bigs, rowChunksAt, rowChunksLen, cellChunksAt, cellChunksLen, namesAt + namesLen, latin1);
 }
 
 /** The first row of a result, or undefined. */

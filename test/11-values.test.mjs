@@ -313,6 +313,41 @@ test('unusual column names: empty, quotes, unicode, whitespace', async (t) => {
   assert.deepStrictEqual(Object.values(row), [1, 2, 3, 4, 5]);
 });
 
+// "yaczf" and "glbpp" as one-column lists hash alike (crates/core/src/encode.rs asserts it):
+// the decoder keeps row builders by that hash and must not take one list for the other.
+test('column lists whose names hash alike decode with their own names, each built once', async (t) => {
+  const { rowShapeStats } = await import('../dist/rows.js');
+  for (const options of [{}, { inlineReads: true }]) {
+    const db = await openMemory(t, options);
+    const built = rowShapeStats().buildersMade;
+    for (let i = 0; i < 5; i++) {
+      assert.deepStrictEqual(await db.selectOne('SELECT ? AS yaczf', [i]), { yaczf: i });
+      assert.deepStrictEqual(await db.select('SELECT ? AS glbpp', [i]), [{ glbpp: i }]);
+      assert.deepStrictEqual(await db.select('SELECT ? AS glbpp', [i], { rowMode: 'array' }), [[i]]);
+      assert.deepStrictEqual(await db.select('SELECT ? AS yaczf', [i], { rowMode: 'array' }), [[i]]);
+    }
+    // Two lists, two row modes: four builders the first time through, none after.
+    const made = rowShapeStats().buildersMade - built;
+    assert.ok(made <= 4, `${made} builders made for 2 lists in 2 row modes`);
+    if (options.inlineReads) assert.ok((await db.diagnostics()).inlineReads >= 20, 'the reads ran inline');
+  }
+});
+
+test('a column list is decoded by its names, whatever was decoded before', async (t) => {
+  const { rowShapeStats } = await import('../dist/rows.js');
+  const db = await openMemory(t);
+  // More lists than the decoder keeps (it forgets them all when full), then the first again.
+  for (let i = 0; i < 600; i++) {
+    assert.deepStrictEqual(await db.selectOne(`SELECT 1 AS c${i}, 2 AS "d${i}"`), { [`c${i}`]: 1, [`d${i}`]: 2 });
+    assert.ok(rowShapeStats().shapes <= 512);
+  }
+  assert.deepStrictEqual(await db.selectOne('SELECT 1 AS c0, 2 AS "d0"'), { c0: 1, d0: 2 });
+  // Same names in another order, and one name more or less.
+  assert.deepStrictEqual(Object.keys(await db.selectOne('SELECT 2 AS "d0", 1 AS c0')), ['d0', 'c0']);
+  assert.deepStrictEqual(Object.keys(await db.selectOne('SELECT 1 AS c0')), ['c0']);
+  assert.deepStrictEqual(Object.keys(await db.selectOne('SELECT 1 AS c0, 2 AS d0, 3 AS e0')), ['c0', 'd0', 'e0']);
+});
+
 test('selectOne gives the first row or undefined; no rows gives []', async (t) => {
   const db = await openMemory(t);
   assert.deepStrictEqual(await db.select('SELECT 1 WHERE 0'), []);

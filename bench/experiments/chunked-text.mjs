@@ -110,7 +110,7 @@ function rechunk(p, bound, { cellsOnly = false } = {}) {
     prev = p.ends[i];
   }
   close();
-  return assemble(p, 2, nums, tags, rowChunks, cellChunks);
+  return assemble(p, ENCODING.FORMAT_VERSION, nums, tags, rowChunks, cellChunks);
 }
 
 const parsed = parse(real);

@@ -1,5 +1,6 @@
-// Helpers for the row-path experiments: split an encoded result (format 2, chunked text,
-// crates/core/src/encode.rs) into its parts and re-assemble it, e.g. as format 1 (one text
+// Helpers for the row-path experiments: split an encoded result (the current format, with
+// chunked text: crates/core/src/encode.rs) into its parts and re-assemble it, in the current
+// format or as format 1 (32-byte header, one text
 // section, global offsets: the format before experiment 010), so older decoders can be fed
 // the same result. Text must be ASCII (a byte offset is then a UTF-16 offset).
 import { createRequire } from 'node:module';
@@ -7,12 +8,12 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const { ENCODING } = require('../../dist/rows.js');
 
-/** Splits a format-2 buffer (ASCII text) into its parts, with global text ends per cell. */
+/** Splits a buffer of the current format (ASCII text) into its parts, with global text ends per cell. */
 export function parse(buf) {
-  const h = new Uint32Array(buf.buffer, buf.byteOffset, 8);
-  const [rows, cols, flags, namesLen, rowChunkCount, cellChunkCount, bigCount] = [h[1], h[2], h[3], h[4], h[5], h[6], h[7]];
+  const h = new Uint32Array(buf.buffer, buf.byteOffset, ENCODING.HEADER_BYTES / 4);
+  const [rows, cols, flags, namesLen, rowChunkCount, cellChunkCount, bigCount, namesHash] = [h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8]];
   const cells = rows * cols;
-  let off = 32;
+  let off = ENCODING.HEADER_BYTES;
   const nums = new Float64Array(buf.buffer, buf.byteOffset + off, cells).slice();
   off += cells * 8;
   const bigs = buf.subarray(off, off + bigCount * 8);
@@ -36,15 +37,18 @@ export function parse(buf) {
     if (tags[i] === ENCODING.TAG_TEXT_CHUNK) base = cellChunks[kc * 2], kc++;
     if (tags[i] === ENCODING.TAG_TEXT || tags[i] === ENCODING.TAG_TEXT_CHUNK) ends[i] = base + nums[i];
   }
-  return { rows, cols, flags, nums, bigs, tags, names, text, blobs, ends, bigCount };
+  return { rows, cols, flags, nums, bigs, tags, names, text, blobs, ends, bigCount, namesHash };
 }
 
-/** Builds a buffer: format 1 (no chunk tables), or format 2 with the given tables. */
+/** Builds a buffer: format 1 (no chunk tables), or (any other `version`) the current format
+ * with the given tables. */
 export function assemble(p, version, nums, tags, rowChunks = [], cellChunks = []) {
-  const header = new Uint32Array([version, p.rows, p.cols, p.flags, p.names.length,
-    version === 1 ? p.text.length : rowChunks.length / 3, version === 1 ? p.blobs.length : cellChunks.length / 2, p.bigCount]);
+  const v1 = version === 1;
+  const header = new Uint32Array([v1 ? 1 : ENCODING.FORMAT_VERSION, p.rows, p.cols, p.flags, p.names.length,
+    v1 ? p.text.length : rowChunks.length / 3, v1 ? p.blobs.length : cellChunks.length / 2, p.bigCount,
+    ...(v1 ? [] : [p.namesHash, 0])]);
   const parts = [Buffer.from(header.buffer), Buffer.from(nums.buffer), p.bigs];
-  if (version === 2) parts.push(Buffer.from(new Float64Array(rowChunks).buffer), Buffer.from(new Float64Array(cellChunks).buffer));
+  if (!v1) parts.push(Buffer.from(new Float64Array(rowChunks).buffer), Buffer.from(new Float64Array(cellChunks).buffer));
   parts.push(Buffer.from(tags), p.names, p.text, p.blobs);
   const out = Buffer.alloc(parts.reduce((a, b) => a + b.length, 0)); // 8-aligned (fresh allocation)
   let o = 0;

@@ -16,8 +16,8 @@
 //! 8-byte boundary):
 //!
 //! ```text
-//! header   8 x u32   version, rows, cols, flags, names_len, row_chunks, cell_chunks,
-//!                    bigint_count
+//! header   10 x u32  version, rows, cols, flags, names_len, row_chunks, cell_chunks,
+//!                    bigint_count, names_hash (FNV-1a of the names section), 0
 //! nums     f64 x cells   INTEGER (safe) / REAL value; for TEXT the end offset of the cell in
 //!                        its chunk's decoded string (UTF-16 units); for BLOB the end byte
 //!                        offset in the blob section
@@ -37,8 +37,8 @@
 use rusqlite::types::ValueRef;
 use crate::raw_statement::ColumnValues;
 
-pub const FORMAT_VERSION: u32 = 2;
-pub const HEADER_BYTES: usize = 32;
+pub const FORMAT_VERSION: u32 = 3;
+pub const HEADER_BYTES: usize = 40;
 pub const FLAG_ASCII_TEXT: u32 = 1;
 
 /// A chunk ends with the first row that brings it to this many bytes of text. Chosen by
@@ -57,6 +57,11 @@ pub const TAG_INT: u8 = 5;
 /// A TEXT cell that starts a chunk inside a row (its offset is relative to that chunk).
 pub const TAG_TEXT_CHUNK: u8 = 6;
 
+/// 32-bit FNV-1a of a names section: cheap, and only a hint (see `RowEncoder::names_hash`).
+pub fn names_hash(names: &[u8]) -> u32 {
+    names.iter().fold(0x811c_9dc5u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+}
+
 /// Largest integer a JS number holds exactly.
 pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 
@@ -71,6 +76,9 @@ pub struct EncodedRows {
 pub struct RowEncoder {
     cols: usize,
     names: Vec<u8>,
+    /// `names_hash(&names)`: lets the JS side find the row builder of a column list it has
+    /// seen without decoding the names (it compares the bytes before it trusts a match).
+    names_hash: u32,
     /// The growing sections, from this thread's spares (given back on drop).
     sections: Sections,
     /// The open chunk, if any: where it starts in `text`, and the row it is entered at
@@ -93,6 +101,7 @@ impl RowEncoder {
         }
         RowEncoder {
             cols,
+            names_hash: names_hash(&buf),
             names: buf,
             sections: Sections::take(),
             open: None,
@@ -240,6 +249,8 @@ impl RowEncoder {
             (self.sections.row_chunks.len() / 3) as u32,
             (self.sections.cell_chunks.len() / 2) as u32,
             self.sections.bigs.len() as u32,
+            self.names_hash,
+            0,
         ];
         for h in header {
             out.extend_from_slice(&h.to_le_bytes());
@@ -359,17 +370,19 @@ mod tests {
         assert_eq!(header(b, 3) & FLAG_ASCII_TEXT, 0);
         assert_eq!((header(b, 5), header(b, 6)), (1, 0)); // one chunk, entered at a row
         assert_eq!(header(b, 7), 1);
-        let num = |i: usize| f64_at(b, 32 + i * 8);
+        assert_eq!((header(b, 8), header(b, 9)), (names_hash(b"a\0b\0"), 0));
+        const H: usize = HEADER_BYTES;
+        let num = |i: usize| f64_at(b, H + i * 8);
         assert_eq!(num(0), 7.0);
         assert_eq!(num(1), 2.0); // 2 UTF-16 units
         assert_eq!(num(3), 3.0);
-        let big = i64::from_le_bytes(b[64..72].try_into().unwrap());
+        let big = i64::from_le_bytes(b[H + 32..H + 40].try_into().unwrap());
         assert_eq!(big, i64::MAX);
-        assert_eq!([f64_at(b, 72), f64_at(b, 80), f64_at(b, 88)], [0.0, 0.0, 3.0]); // row 0, bytes 0..3
-        assert_eq!(&b[96..100], &[TAG_INT, TAG_TEXT, TAG_BIGINT, TAG_BLOB]);
-        assert_eq!(&b[100..104], b"a\0b\0");
-        assert_eq!(&b[104..107], "hé".as_bytes());
-        assert_eq!(&b[107..], &[1, 2, 3]);
+        assert_eq!([f64_at(b, H + 40), f64_at(b, H + 48), f64_at(b, H + 56)], [0.0, 0.0, 3.0]); // row 0, bytes 0..3
+        assert_eq!(&b[H + 64..H + 68], &[TAG_INT, TAG_TEXT, TAG_BIGINT, TAG_BLOB]);
+        assert_eq!(&b[H + 68..H + 72], b"a\0b\0");
+        assert_eq!(&b[H + 72..H + 75], "hé".as_bytes());
+        assert_eq!(&b[H + 75..], &[1, 2, 3]);
     }
 
     #[test]
@@ -379,9 +392,18 @@ mod tests {
         e.push_value(ValueRef::Text("😀".as_bytes()));
         let r = e.finish();
         // U+FFFD is one unit, the emoji two.
-        let num = |i: usize| f64_at(&r.bytes, 32 + i * 8);
+        let num = |i: usize| f64_at(&r.bytes, HEADER_BYTES + i * 8);
         assert_eq!(num(0), 1.0);
         assert_eq!(num(1), 3.0);
+    }
+
+    /// test/11-values.test.mjs decodes these two one-column lists one after the other to
+    /// show that a hash match is not taken for the same list.
+    #[test]
+    fn the_names_the_collision_test_uses_hash_alike() {
+        assert_eq!(names_hash(b"yaczf\0"), names_hash(b"glbpp\0"));
+        let (a, b) = (RowEncoder::new(["yaczf"].into_iter()), RowEncoder::new(["glbpp"].into_iter()));
+        assert_eq!(header(&a.finish().bytes, 8), header(&b.finish().bytes, 8));
     }
 
     /// The chunk tables and the (tag, offset) of every cell, as the JS side reads them.

@@ -15,7 +15,7 @@ pub unsafe fn rows_from_encoding(env: sys::napi_env, bytes: &[u8]) -> NapiResult
     let (rows, cols, names_len) = (u32_at(1) as usize, u32_at(2) as usize, u32_at(4) as usize);
     let (row_chunks, cell_chunks, bigs) = (u32_at(5) as usize, u32_at(6) as usize, u32_at(7) as usize);
     let cells = rows * cols;
-    let nums_at = 32;
+    let nums_at = quietsqlite_core::encode::HEADER_BYTES;
     let chunks_at = nums_at + cells * 8 + bigs * 8;
     let f64_at = |at: usize| f64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
     // Chunks tile the text section: its length is the largest chunk end.
