@@ -25,7 +25,7 @@ import {
   type QueryOptions,
 } from './options';
 import { packParamSets } from './params';
-import { Kind, Requests, type Description, type ExecuteResult, type Stop } from './requests';
+import { Kind, nextMicrotask, Requests, type Description, type ExecuteResult, type Stop } from './requests';
 import { decodeRowsIn, type IntMode, type Row, type SqlValue } from './rows';
 import { resolveIterateOptions, RowIterator, type IterateHost, type IterateOptions } from './iterate';
 import {
@@ -296,7 +296,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
         // issued together (Promise.all, concurrent handlers) run in parallel on the readers
         // instead of one after another on this thread.
         this.#inlineTurn = false;
-        queueMicrotask(this.#nextInlineTurn);
+        nextMicrotask(this.#nextInlineTurn);
         let out: unknown;
         const scratch = (this.#inlineScratch ??= Buffer.allocUnsafeSlow(INLINE_SCRATCH_BYTES));
         try {
