@@ -25,7 +25,7 @@ import {
   type QueryOptions,
 } from './options';
 import { packParamSets } from './params';
-import { Kind, nextMicrotask, Requests, type Description, type ExecuteResult, type Stop } from './requests';
+import { Kind, nextMicrotask, Requests, rowsAs, type Description, type ExecuteResult, type Stop } from './requests';
 import { decodeRowsIn, type IntMode, type Row, type SqlValue } from './rows';
 import { resolveIterateOptions, RowIterator, type IterateHost, type IterateOptions } from './iterate';
 import {
@@ -309,7 +309,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
           // through a view of it kept for the next time.
           const view = (this.#inlineView ??= new Float64Array(scratch.buffer, scratch.byteOffset, INLINE_SCRATCH_BYTES / 8));
           const rows = decodeRowsIn(scratch, view, o.rowMode, this.#requests.intMode);
-          return Promise.resolve(format === 1 ? rows[0] : rows);
+          return Promise.resolve(rowsAs(FORMATS[format], rows));
         }
         if (out !== null) return Promise.resolve(this.#requests.convert(FORMATS[format], o.rowMode, out));
       }

@@ -397,9 +397,8 @@ export class Requests {
   convert(kind: Kind, rowMode: RowMode, payload: unknown): unknown {
     switch (kind) {
       case Kind.Rows:
-        return decodeRows(payload as Buffer, rowMode, this.intMode);
       case Kind.FirstRow:
-        return decodeRows(payload as Buffer, rowMode, this.intMode)[0];
+        return rowsAs(kind, decodeRows(payload as Buffer, rowMode, this.intMode));
       case Kind.Bytes:
         return payload;
       case Kind.Execute: {
@@ -425,6 +424,11 @@ export class Requests {
       }
     }
   }
+}
+
+/** Decoded rows as the value of a `kind` request (Rows or FirstRow): all, or the first. */
+export function rowsAs(kind: Kind, rows: unknown[]): unknown {
+  return kind === Kind.FirstRow ? rows[0] : rows;
 }
 
 /** A settled promise: `then` on it queues a microtask for a third of what `queueMicrotask`

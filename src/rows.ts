@@ -200,7 +200,8 @@ function shapeOf(buf: Buffer, at: number, len: number, hash: number): Shape {
   return shape;
 }
 
-/** Where a shape keeps its builder for these modes: as makeFactory reads them. */
+/** Where a shape keeps its builder for these modes. Unknown values (validated away before
+ * this) fall where makeFactory's defaults would build them, so a slot holds one kind of builder. */
 const slotOf = (rowMode: RowMode, intMode: IntMode): number =>
   (rowMode === 'array' ? 3 : 0) + (intMode === 'bigint' ? 2 : intMode === 'number' ? 1 : 0);
 
