@@ -1,6 +1,5 @@
 // The public Database: validates and orchestrates; the addon does the work.
 
-import { AsyncResource } from 'node:async_hooks';
 import { constants as bufferConstants } from 'node:buffer';
 import { rmSync } from 'node:fs';
 import { checkDestination, resolveBackupOptions, type BackupOptions } from './backup';
@@ -29,9 +28,9 @@ import { Kind, nextMicrotask, Requests, rowsAs, type Description, type ExecuteRe
 import { decodeRowsIn, type IntMode, type Row, type SqlValue } from './rows';
 import { resolveIterateOptions, RowIterator, type IterateHost, type IterateOptions } from './iterate';
 import {
+  callbackScope,
   currentTransaction,
   NO_SIGNALS,
-  outsideTransactions,
   raceBody,
   runInContext,
   Transaction,
@@ -492,9 +491,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
       // when aborting no longer stops anything, so the outcome carries it instead.
       let thrown: { err: unknown } | undefined;
       if (progressId !== undefined && onProgress !== undefined) {
-        // onProgress runs in the async context of this call without any transaction, whatever
-        // code took the report from the addon (see stream.ts's Listener).
-        const scope = outsideTransactions(() => new AsyncResource('quietsqlite.backup'));
+        // onProgress runs in the async context of this call, without any transaction.
+        const scope = callbackScope('quietsqlite.backup');
         this.#requests.subscribers.set(progressId, {
           emit: (payload) => {
             if (internal.signal.aborted) return;

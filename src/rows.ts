@@ -254,11 +254,6 @@ export function decodeRowsIn(buf: Buffer, view: Float64Array | undefined, rowMod
   return build(rows, buf, f, tagsAt, bigs, rowChunksAt, rowChunksLen, cellChunksAt, cellChunksLen, namesAt + namesLen, latin1);
 }
 
-/** The first row of a result, or undefined. */
-export function decodeFirstRow(buf: Buffer, rowMode: RowMode, intMode: IntMode): unknown {
-  return decodeRows(buf, rowMode, intMode)[0];
-}
-
 /** An i64 the binding delivered as number or bigint, under the database's intMode. */
 export function convertInteger(value: number | bigint, intMode: IntMode): number | bigint {
   if (typeof value === 'number') return intMode === 'bigint' ? BigInt(value) : value;

@@ -3,13 +3,13 @@
 // tells the native side when it may send the next one (so a consumer that is not reading
 // costs nothing and then receives the latest rows, never a backlog).
 
-import { AsyncResource } from 'node:async_hooks';
+import type { AsyncResource } from 'node:async_hooks';
 import { closedError, fromNativeThrow } from './errors';
 import type { NativeDatabase } from './native';
 import { checkKeys } from './options';
 import { rethrowLater, type Requests, type Subscriber } from './requests';
 import { decodeRows, type Row } from './rows';
-import { outsideTransactions } from './transaction';
+import { callbackScope } from './transaction';
 
 export interface StreamOptions {
   /** Aborting ends the stream and frees it. */
@@ -51,10 +51,6 @@ type Listener<T> = { onRows: (rows: T[]) => void; onError: ((err: Error) => void
  * reported there too, and keeps no other subscriber from its rows. */
 function notify<A>(scope: AsyncResource, callback: (arg: A) => void, arg: A): void {
   scope.runInAsyncScope(callGuarded, undefined, callback, arg);
-}
-
-function newListenerScope(): AsyncResource {
-  return new AsyncResource('quietsqlite.LiveQuery');
 }
 
 function callGuarded<A>(callback: (arg: A) => void, arg: A): void {
@@ -136,7 +132,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   subscribe(onRows: (rows: T[]) => void, onError?: (err: Error) => void): () => void {
     if (typeof onRows !== 'function') throw new TypeError('subscribe() takes a callback');
     if (onError !== undefined && typeof onError !== 'function') throw new TypeError('onError must be a function');
-    const listener: Listener<T> = { onRows, onError, scope: outsideTransactions(newListenerScope) };
+    const listener: Listener<T> = { onRows, onError, scope: callbackScope('quietsqlite.LiveQuery') };
     if (!this.#host.isOpen()) this.end();
     if (this.#ended) {
       if (onError !== undefined) queueMicrotask(() => notify(listener.scope, onError, closedError('this live query has ended')));

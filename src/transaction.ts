@@ -2,7 +2,7 @@
 // the write queue; other writers wait in FIFO order until its COMMIT/ROLLBACK); this module
 // runs the body, routes calls made inside it (AsyncLocalStorage), and nests savepoints.
 
-import { AsyncLocalStorage } from 'node:async_hooks';
+import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
 import { transactionEndedError } from './errors';
 import { checkKeys } from './options';
 import type { ExecuteResult } from './requests';
@@ -85,6 +85,16 @@ export function currentTransaction(host: TransactionHost): Transaction | undefin
  */
 export function outsideTransactions<R>(fn: () => R): R {
   return storage === undefined || storage.getStore() === undefined ? fn() : storage.exit(fn);
+}
+
+/**
+ * The async context a user callback registered now always runs in (live-query callbacks,
+ * backup progress): this one, without any transaction. Whatever code later takes the event
+ * from the addon (the event loop, or another caller's poll, perhaps a transaction body's),
+ * the callback's `db` calls are never routed into a transaction it is not part of.
+ */
+export function callbackScope(type: string): AsyncResource {
+  return outsideTransactions(() => new AsyncResource(type));
 }
 
 export function runInContext<R>(host: TransactionHost, tx: Transaction, body: () => R): R {
