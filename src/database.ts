@@ -197,7 +197,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
   static async #start(
     path: string,
     options: OpenOptions | undefined,
-    create: (o: NativeOpenOptions, onComplete: (batch: unknown[]) => void, id: number) => NativeDatabase,
+    create: (o: NativeOpenOptions, onComplete: () => void, id: number) => NativeDatabase,
   ): Promise<Database> {
     const o = resolveOpenOptions(options);
     const requests = new Requests(o.intMode);
@@ -307,7 +307,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
           // A length: the rows were written to `scratch`, decoded (copied out) right here,
           // through a view of it kept for the next time.
           const view = (this.#inlineView ??= new Float64Array(scratch.buffer, scratch.byteOffset, INLINE_SCRATCH_BYTES / 8));
-          const rows = decodeRowsIn(scratch, view, o.rowMode, this.#requests.intMode);
+          const rows = decodeRowsIn(scratch, view, 0, o.rowMode, this.#requests.intMode);
           return Promise.resolve(rowsAs(FORMATS[format], rows));
         }
         if (out !== null) return Promise.resolve(this.#requests.convert(FORMATS[format], o.rowMode, out));

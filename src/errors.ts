@@ -104,6 +104,11 @@ export function errorFromNative(d: NativeErrorDetail): Error {
   }
 }
 
+/** A request whose outcome the addon could not make into a JavaScript value (memory ran out). */
+export function lostResultError(): Error {
+  return coded('quietsqlite could not hand this result to JavaScript (memory ran out?)', ErrorCodes.INTERNAL);
+}
+
 /** A synchronous throw from the binding: either a TypeError/RangeError from parameter
  * conversion (passed through) or a core error carrying its description. */
 export function fromNativeThrow(err: unknown): Error {

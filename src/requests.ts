@@ -4,9 +4,9 @@
 // be collected; it holds a WeakRef, and the database is pinned only while work is in flight.
 
 import { availableParallelism } from 'node:os';
-import { errorFromNative, type NativeErrorDetail } from './errors';
+import { errorFromNative, lostResultError, type NativeErrorDetail } from './errors';
 import type { NativeDatabase } from './native';
-import { convertInteger, decodeRows, type IntMode, type RowMode } from './rows';
+import { convertInteger, decodeRows, decodeRowsIn, type IntMode, type RowMode } from './rows';
 import { outsideTransactions } from './transaction';
 
 export const enum Kind {
@@ -119,6 +119,26 @@ const POLL_STREAK = 32;
 const POLL_BACKOFF = 16;
 const POLL_BACKOFF_MAX = 1024;
 
+/** How a batch of completions arrives (its home: crates/node/src/batch.rs; test/44 checks
+ * that both sides agree). The addon writes a table of the batch into the database's scratch
+ * Buffer, and small results beside it, decoded before the next batch is taken; the other
+ * payloads come in an array (experiment 042). */
+export const BATCH = {
+  SCRATCH_BYTES: 64 * 1024,
+  TABLE_AT: 8,
+  MAX_ENTRIES: 512,
+  DATA_AT: 8 + 512 * 16,
+  EXEC_HEADER_BYTES: 16,
+  ENTRY_VALUE: 0,
+  ENTRY_ERROR: 1,
+  ENTRY_DONE: 2,
+  ENTRY_ROWS: 3,
+  ENTRY_EXEC: 4,
+  ENTRY_LOST: 5,
+} as const;
+const { SCRATCH_BYTES, TABLE_AT, EXEC_HEADER_BYTES, ENTRY_VALUE, ENTRY_ERROR, ENTRY_DONE, ENTRY_ROWS, ENTRY_EXEC, ENTRY_LOST } =
+  BATCH;
+
 /** Databases with work in flight: pinned so their pending promises always settle. */
 const withWorkInFlight = new Set<object>();
 
@@ -157,6 +177,15 @@ export class Requests {
   /** Weak: this object is reachable from the addon's completion callback (a GC root), and a
    * strong reference to the Database from here kept every unclosed database alive. */
   private owner: WeakRef<object> | undefined;
+  /** Where the addon writes completion batches (BATCH), made at the first take, and views
+   * of it kept for decoding: as u32 words (the table) and float64s (results). */
+  private scratch: Buffer | undefined;
+  private words: Uint32Array | undefined;
+  private floats: Float64Array | undefined;
+  /** A batch is being delivered: its scratch must not be written again until it is through. */
+  private delivering = false;
+  /** A take was refused during a delivery: the delivering loop takes again once through. */
+  private retake = false;
 
   constructor(readonly intMode: IntMode) {}
 
@@ -307,23 +336,22 @@ export class Requests {
     }
     this.polling = false;
     if (this.inflight === 0) return;
-    let batch: unknown[] | undefined;
+    let took: boolean;
     try {
-      batch = this.native?.deref()?.takeCompletions(POLL_MICROS);
+      took = this.take(POLL_MICROS);
     } catch {
       // Polling is only a faster way to take results: the event loop still delivers every
       // one, so a database whose poll fails (a bug) just stops polling.
       this.pollSkips = Infinity;
       return;
     }
-    if (batch === undefined) {
+    if (!took) {
       this.pollSkips = this.pollBackoff;
       this.pollBackoff = Math.min(this.pollBackoff * 2, POLL_BACKOFF_MAX);
       return;
     }
     this.pollBackoff = POLL_BACKOFF;
     this.polledInARow++;
-    this.deliverAll(batch);
   };
 
   get idle(): boolean {
@@ -341,56 +369,111 @@ export class Requests {
     }
   }
 
-  /** Called by the addon from the event loop with `[id, status, payload, id, status,
-   * payload, ...]`. */
-  readonly onComplete = (batch: unknown[]): void => {
+  /** Called by the addon from the event loop when completions are queued. */
+  readonly onComplete = (): void => {
     this.polledInARow = 0;
-    this.deliverAll(batch);
+    try {
+      this.take(0);
+    } catch (err) {
+      rethrowLater(err);
+    }
   };
 
-  private deliverAll(batch: unknown[]): void {
-    for (let i = 0; i < batch.length; i += 3) {
-      try {
-        this.deliver(batch, i);
-      } catch (err) {
-        // User callbacks are guarded where they are called; what lands here is a failure of
-        // our own (a native call that threw). Every other completion of the batch must still
-        // be delivered; the error surfaces as an uncaught exception once the batch is through.
-        rethrowLater(err);
-      }
+  /** Takes the completions that arrive within `maxMicros` and delivers them, batch after
+   * batch while the addon has more; false when none came. */
+  private take(maxMicros: number): boolean {
+    const native = this.native?.deref();
+    if (native === undefined) return false;
+    // A batch taken while one is delivered would overwrite the scratch it is decoded from.
+    // Nothing takes during a delivery today (takes come from the event loop and from
+    // microtasks); were one to, the delivering loop takes again instead.
+    if (this.delivering) {
+      this.retake = true;
+      return false;
+    }
+    if (this.scratch === undefined) {
+      const scratch = Buffer.allocUnsafeSlow(SCRATCH_BYTES);
+      this.words = new Uint32Array(scratch.buffer, scratch.byteOffset, SCRATCH_BYTES / 4);
+      this.floats = new Float64Array(scratch.buffer, scratch.byteOffset, SCRATCH_BYTES / 8);
+      this.scratch = scratch;
+    }
+    let values = native.takeCompletions(maxMicros, this.scratch);
+    if (values === undefined) return false;
+    for (;;) {
+      const more = this.words![1] === 1;
+      this.deliverAll(values);
+      if (!more && !this.retake) return true;
+      this.retake = false;
+      values = native.takeCompletions(0, this.scratch);
+      if (values === undefined) return true;
     }
   }
 
-  private deliver(batch: unknown[], i: number): void {
-    const id = batch[i] as number;
-    const ok = batch[i + 1] === 0;
-    const payload = batch[i + 2];
+  /** Delivers the batch in the scratch; `values` holds the payloads it does not. */
+  private deliverAll(values: unknown[] | null): void {
+    const words = this.words!;
+    const count = words[0]!;
+    this.delivering = true;
+    try {
+      for (let k = 0, w = TABLE_AT / 4; k < count; k++, w += 4) {
+        try {
+          this.deliver(words[w]!, words[w + 1]!, words[w + 2]!, words[w + 3]!, values);
+        } catch (err) {
+          // User callbacks are guarded where they are called; what lands here is a failure
+          // of our own (a native call that threw). Every other completion of the batch must
+          // still be delivered; the error surfaces as an uncaught exception once it is through.
+          rethrowLater(err);
+        }
+      }
+    } finally {
+      this.delivering = false;
+    }
+  }
+
+  /** One entry of a batch: `a` and `b` as BATCH describes them for its `entry` kind. */
+  private deliver(id: number, entry: number, a: number, b: number, values: unknown[] | null): void {
     const p = this.pending.get(id);
     if (p === undefined) {
-      this.deliverToSubscriber(id, ok, payload);
+      this.deliverToSubscriber(id, entry, a, values);
       return;
     }
     this.pending.delete(id);
     if (--this.inflight === 0) this.idleSoon();
     if (p.unwatch !== undefined) p.unwatch();
-    if (!ok) {
+    if (entry === ENTRY_ERROR || entry === ENTRY_LOST) {
       // An aborted write that failed (interrupted, or failed anyway) left nothing behind.
-      p.reject(p.abortReason !== undefined ? p.abortReason.reason : errorFromNative(payload as NativeErrorDetail));
+      const err = entry === ENTRY_LOST ? lostResultError() : errorFromNative(values![a] as NativeErrorDetail);
+      p.reject(p.abortReason !== undefined ? p.abortReason.reason : err);
       return;
     }
     try {
-      p.resolve(this.convert(p.kind, p.rowMode, payload));
+      let value: unknown;
+      if (entry === ENTRY_ROWS) {
+        value = rowsAs(p.kind, decodeRowsIn(this.scratch!, this.floats, a, p.rowMode, this.intMode));
+      } else if (entry === ENTRY_EXEC) {
+        const f = this.floats!;
+        const rows = b > EXEC_HEADER_BYTES ? decodeRowsIn(this.scratch!, f, a + EXEC_HEADER_BYTES, p.rowMode, this.intMode) : [];
+        value = this.executeResult(f[a / 8]!, f[a / 8 + 1]!, rows);
+      } else {
+        value = this.convert(p.kind, p.rowMode, entry === ENTRY_DONE ? undefined : values![a]);
+      }
+      p.resolve(value);
     } catch (err) {
       // e.g. intMode 'number' meeting an integer beyond 2^53
       p.reject(err);
     }
   }
 
-  private deliverToSubscriber(id: number, ok: boolean, payload: unknown): void {
+  /** An entry for a live query or an iterator: emissions and chunks always come as values. */
+  private deliverToSubscriber(id: number, entry: number, a: number, values: unknown[] | null): void {
     const s = this.subscribers.get(id);
     if (s === undefined) return; // unsubscribed while an emission was on its way
-    if (ok) s.emit(payload);
-    else s.fail(errorFromNative(payload as NativeErrorDetail));
+    if (entry === ENTRY_VALUE) s.emit(values![a]);
+    else s.fail(entry === ENTRY_ERROR ? errorFromNative(values![a] as NativeErrorDetail) : lostResultError());
+  }
+
+  private executeResult(changes: number, lastId: number | bigint, rows: unknown[]): ExecuteResult {
+    return { changes, lastInsertRowid: rowidFor(lastId, this.intMode), rows };
   }
 
   /** A completion's payload as the request's value (also the answer of an inline read). */
@@ -403,12 +486,7 @@ export class Requests {
         return payload;
       case Kind.Execute: {
         const [changes, lastId, rows] = payload as [number, number | bigint, Buffer | null];
-        const result: ExecuteResult = {
-          changes,
-          lastInsertRowid: rowidFor(lastId, this.intMode),
-          rows: rows === null ? [] : decodeRows(rows, rowMode, this.intMode),
-        };
-        return result;
+        return this.executeResult(changes, lastId, rows === null ? [] : decodeRows(rows, rowMode, this.intMode));
       }
       case Kind.Batch:
         return { changes: payload as number };

@@ -33,14 +33,16 @@ const EMPTY_BIGS = new BigInt64Array(0);
 const MAX_STRING_LENGTH = bufferConstants.MAX_STRING_LENGTH;
 
 /**
- * Builds the rows of one result. `buf` holds the result from its start; `f` views the same
- * memory as float64s from the same start. Sections are found by position: `tagsAt` and
- * `textBase` in bytes, `rowChunksAt` and `cellChunksAt` in float64s (with their lengths).
+ * Builds the rows of one result. `buf` holds the result (not always at its start); `f` views
+ * the same memory as float64s from the same start. Sections are found by position from
+ * there: `tagsAt` and `textBase` in bytes, `numsAt`, `rowChunksAt` and `cellChunksAt` in
+ * float64s (with their lengths).
  */
 type Build = (
   rows: number,
   buf: Buffer,
   f: Float64Array,
+  numsAt: number,
   tagsAt: number,
   bigs: BigInt64Array,
   rowChunksAt: number,
@@ -123,7 +125,7 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
   // Tags are read from `buf` and values from `f` at fixed distances from the cell index.
   const E = ENCODING;
   const cell =
-    `(t = buf[ta + i], x = f[${NUMS_AT} + i++], t === ${E.TAG_INT} ? ${int} : t === ${E.TAG_REAL} ? x : ` +
+    `(t = buf[ta + i], x = f[na + i++], t === ${E.TAG_INT} ? ${int} : t === ${E.TAG_REAL} ? x : ` +
     `t === ${E.TAG_TEXT} ? (s = text.slice(tp, x), tp = x, s) : t === ${E.TAG_NULL} ? null : ` +
     `t === ${E.TAG_BLOB} ? blob(x) : ` +
     `t === ${E.TAG_TEXT_CHUNK} ? (text = cellChunk(i - 1), tp = x, text.slice(0, x)) : big())`;
@@ -137,7 +139,7 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
   }
   const big = intMode === 'number' ? 'unsafeInteger(bigs[gp++])' : 'bigs[gp++]';
   const source = `
-    return function build(n, buf, f, ta, bigs, rc, rl, cc, cl, textBase, latin1) {
+    return function build(n, buf, f, na, ta, bigs, rc, rl, cc, cl, textBase, latin1) {
       let i = 0, tp = 0, bp = 0, gp = 0, t = 0, x = 0, s = '', text = '', kr = 0, kc = 0;
       let next = rl === 0 ? -1 : f[rc];
       const textEnd = Math.max(rl === 0 ? 0 : f[rc + rl - 1], cl === 0 ? 0 : f[cc + cl - 1]);
@@ -218,30 +220,37 @@ const u32 = (buf: Buffer, at: number): number =>
 export function decodeRows(input: Buffer, rowMode: RowMode, intMode: IntMode): unknown[] {
   // Float64 views need 8-byte alignment; buffers from the addon have it, copies may not.
   const buf = (input.byteOffset & 7) === 0 ? input : Buffer.from(input);
-  return decodeRowsIn(buf, undefined, rowMode, intMode);
+  return decodeRowsIn(buf, undefined, 0, rowMode, intMode);
 }
 
 /**
- * Decodes the result at the start of `buf` (8-byte aligned). `view`, when given, is a
- * Float64Array over `buf`'s memory from the same start, kept by a caller that decodes
- * into one buffer again and again (inline reads); otherwise one is made for this result.
+ * Decodes the result at byte `at` (a multiple of 8) of `buf` (8-byte aligned). `view`, when
+ * given, is a Float64Array over all of `buf`'s memory, kept by a caller that decodes into
+ * one buffer again and again (inline reads, completion batches); otherwise one is made.
  */
-export function decodeRowsIn(buf: Buffer, view: Float64Array | undefined, rowMode: RowMode, intMode: IntMode): unknown[] {
-  if (u32(buf, 0) !== FORMAT_VERSION) throw new Error(`quietsqlite: unknown result format ${u32(buf, 0)}`);
-  const rows = u32(buf, 4);
+export function decodeRowsIn(
+  buf: Buffer,
+  view: Float64Array | undefined,
+  at: number,
+  rowMode: RowMode,
+  intMode: IntMode,
+): unknown[] {
+  if (u32(buf, at) !== FORMAT_VERSION) throw new Error(`quietsqlite: unknown result format ${u32(buf, at)}`);
+  const rows = u32(buf, at + 4);
   if (rows === 0) return [];
-  const cells = rows * u32(buf, 8);
-  const flags = u32(buf, 12);
-  const namesLen = u32(buf, 16);
-  const rowChunksLen = u32(buf, 20) * 3;
-  const cellChunksLen = u32(buf, 24) * 2;
-  const bigCount = u32(buf, 28);
-  const hash = u32(buf, 32);
-  const rowChunksAt = NUMS_AT + cells + bigCount;
+  const cells = rows * u32(buf, at + 8);
+  const flags = u32(buf, at + 12);
+  const namesLen = u32(buf, at + 16);
+  const rowChunksLen = u32(buf, at + 20) * 3;
+  const cellChunksLen = u32(buf, at + 24) * 2;
+  const bigCount = u32(buf, at + 28);
+  const hash = u32(buf, at + 32);
+  const numsAt = at / 8 + NUMS_AT;
+  const rowChunksAt = numsAt + cells + bigCount;
   const cellChunksAt = rowChunksAt + rowChunksLen;
   const tagsAt = (cellChunksAt + cellChunksLen) * 8;
   const f = view ?? new Float64Array(buf.buffer, buf.byteOffset, tagsAt / 8);
-  const bigs = bigCount === 0 ? EMPTY_BIGS : new BigInt64Array(buf.buffer, buf.byteOffset + (NUMS_AT + cells) * 8, bigCount);
+  const bigs = bigCount === 0 ? EMPTY_BIGS : new BigInt64Array(buf.buffer, buf.byteOffset + (numsAt + cells) * 8, bigCount);
   const namesAt = tagsAt + cells;
   const shape = shapeOf(buf, namesAt, namesLen, hash);
   const slot = slotOf(rowMode, intMode);
@@ -251,7 +260,7 @@ export function decodeRowsIn(buf: Buffer, view: Float64Array | undefined, rowMod
     buildersMade++;
   }
   const latin1 = (flags & FLAG_ASCII_TEXT) !== 0;
-  return build(rows, buf, f, tagsAt, bigs, rowChunksAt, rowChunksLen, cellChunksAt, cellChunksLen, namesAt + namesLen, latin1);
+  return build(rows, buf, f, numsAt, tagsAt, bigs, rowChunksAt, rowChunksLen, cellChunksAt, cellChunksLen, namesAt + namesLen, latin1);
 }
 
 /** An i64 the binding delivered as number or bigint, under the database's intMode. */

@@ -84,11 +84,13 @@ export declare class NativeDatabase {
   /** Keeps the process alive while work is in flight, and lets it exit when idle. */
   keepAlive(on: boolean): void
   /**
-   * The completions that arrive within `max_micros` (at most 1000), as the completion
-   * callback's array, or undefined: the JS thread waits briefly for a result it expects
-   * soon instead of sleeping in the event loop (experiment 019).
+   * Writes the completions that arrive within `max_micros` (at most 1000) into `scratch`
+   * (batch.rs) and returns the array of their other payloads, null when there are none,
+   * or undefined when nothing came. The JS thread waits briefly for a result it expects
+   * soon instead of sleeping in the event loop (experiment 019), and takes with 0 when
+   * the completion callback wakes it.
    */
-  takeCompletions(maxMicros: number): unknown[] | undefined
+  takeCompletions(maxMicros: number, scratch: Buffer): unknown[] | null | undefined
   /**
    * Opens an iterator (`db.iterate`): its chunks arrive as `[rows, done]` completions
    * with `id`; `chunk_rows` rows at most per chunk.

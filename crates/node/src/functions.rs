@@ -268,7 +268,7 @@ unsafe fn arg_to_js(env: sys::napi_env, v: &Value, int_mode: IntMode) -> NapiRes
             check(sys::napi_create_buffer_copy(env, b.len(), b.as_ptr() as *const c_void, &mut data, &mut out))?;
         }
         Value::Integer(i) => {
-            let safe = i.unsigned_abs() < (1u64 << 53);
+            let safe = values::is_safe_integer(*i);
             match (int_mode, safe) {
                 (IntMode::BigInt, _) | (IntMode::Auto, false) => check(sys::napi_create_bigint_int64(env, *i, &mut out))?,
                 (_, true) => return values::number(env, *i as f64).map(Some),

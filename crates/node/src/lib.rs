@@ -1,6 +1,8 @@
 //! quietsqlite's Node-API binding. Thin by design: JS values in (`values`), completions
-//! out (`sink`); every rule about SQL, threads and caching lives in quietsqlite-core.
+//! out (`sink`, written by `batch`); every rule about SQL, threads and caching lives in
+//! quietsqlite-core.
 
+mod batch;
 #[cfg(feature = "test-hooks")]
 mod experiments;
 mod functions;
@@ -577,20 +579,30 @@ impl NativeDatabase {
         })
     }
 
-    /// The completions that arrive within `max_micros` (at most 1000), as the completion
-    /// callback's array, or undefined: the JS thread waits briefly for a result it expects
-    /// soon instead of sleeping in the event loop (experiment 019).
-    #[napi(ts_return_type = "unknown[] | undefined")]
-    pub fn take_completions(&self, env: Env, max_micros: u32) -> Result<Unknown<'_>> {
+    /// Writes the completions that arrive within `max_micros` (at most 1000) into `scratch`
+    /// (batch.rs) and returns the array of their other payloads, null when there are none,
+    /// or undefined when nothing came. The JS thread waits briefly for a result it expects
+    /// soon instead of sleeping in the event loop (experiment 019), and takes with 0 when
+    /// the completion callback wakes it.
+    #[napi(ts_args_type = "maxMicros: number, scratch: Buffer", ts_return_type = "unknown[] | null | undefined")]
+    pub fn take_completions(&self, env: Env, max_micros: u32, scratch: Unknown) -> Result<Unknown<'_>> {
         guard(&env, || {
+            let mut data = std::ptr::null_mut();
+            let mut len = 0usize;
+            // SAFETY: the JS thread, this call's env, a value of this call, valid out-pointers.
+            let status = unsafe { sys::napi_get_buffer_info(env.raw(), scratch.raw(), &mut data, &mut len) };
+            // Checked before anything is taken (batch::write checks again when it writes).
+            if status != sys::Status::napi_ok || data.is_null() || len < batch::SCRATCH_BYTES {
+                return Err(throw(&env, ParamError::Type("the completion scratch must be a Buffer of SCRATCH_BYTES".into())));
+            }
             let max = Duration::from_micros(u64::from(max_micros.min(1000)));
             // A write in flight: the result may come from the writer (see core's spin.rs).
-            let yield_first = self.db.writes_unfinished();
-            // SAFETY: the JS thread, with this call's env.
-            let taken = unsafe { self.sink.take_within(env.raw(), max, yield_first) }
+            let yield_first = max_micros > 0 && self.db.writes_unfinished();
+            // SAFETY: the JS thread, with this call's env and a value of this call.
+            let taken = unsafe { self.sink.take_within(env.raw(), max, yield_first, scratch.raw()) }
                 .map_err(|status| napi::Error::from_status(Status::from(status)))?;
             let raw = match taken {
-                Some(array) => array,
+                Some(values) => values,
                 None => {
                     let mut undefined = std::ptr::null_mut();
                     // SAFETY: the JS thread, with this call's env.
@@ -756,7 +768,7 @@ impl NativeDatabase {
     pub fn panic_on_js_thread(&self, env: Env, place: u32) -> Result<()> {
         guard(&env, || {
             if place == 1 {
-                sink::PANIC_IN_NEXT_DELIVERY.store(true, std::sync::atomic::Ordering::SeqCst);
+                batch::PANIC_IN_NEXT_DELIVERY.store(true, std::sync::atomic::Ordering::SeqCst);
                 return Ok(());
             }
             panic!("panic_on_js_thread: a test panic in an exported method")

@@ -1,9 +1,10 @@
 //! Completions to JavaScript: threads push onto one queue; the first push after the queue
 //! was drained wakes the JS thread (a threadsafe function call); the JS-thread callback
-//! drains everything queued by then and hands it to JS in ONE call, so many completions
-//! share one wake-up.
+//! takes everything queued by then in ONE call (batch.rs), so many completions share one
+//! wake-up.
 
-use crate::values::{completion_to_js, NapiResult};
+use crate::batch;
+use crate::values::NapiResult;
 use napi::sys;
 use quietsqlite_core::{Completion, CompletionSink};
 use std::ffi::c_void;
@@ -32,7 +33,7 @@ unsafe impl Send for NodeSink {}
 unsafe impl Sync for NodeSink {}
 
 impl NodeSink {
-    /// Creates the threadsafe function around `callback(batch)`; starts unref'd so an idle
+    /// Creates the threadsafe function around `callback()`; starts unref'd so an idle
     /// database never keeps the process alive.
     pub unsafe fn new(env: sys::napi_env, callback: sys::napi_value) -> NapiResult<Arc<NodeSink>> {
         // Two-phase init: the tsfn needs the sink's address as context, the sink the tsfn.
@@ -69,6 +70,7 @@ impl NodeSink {
         }
         q.released = true;
         q.items.clear();
+        self.queued.store(false, Ordering::Relaxed);
         // SAFETY: the tsfn is alive until this release (guarded by `released`, set once
         // under the lock, so it is released exactly once).
         unsafe {
@@ -84,29 +86,59 @@ impl NodeSink {
         self.queued.store(false, Ordering::Relaxed);
     }
 
-    fn drain(&self) -> Vec<Completion> {
+    /// Takes up to `MAX_ENTRIES` queued completions; `more`: some are left.
+    fn drain(&self) -> (Vec<Completion>, bool) {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        self.queued.store(false, Ordering::Relaxed);
-        std::mem::take(&mut q.items)
+        let batch = if q.items.len() <= batch::MAX_ENTRIES {
+            std::mem::take(&mut q.items)
+        } else {
+            q.items.drain(..batch::MAX_ENTRIES).collect()
+        };
+        let more = !q.items.is_empty();
+        self.queued.store(more, Ordering::Relaxed);
+        (batch, more)
     }
 
-    /// Polls for completions for up to `max` and returns what is queued by then as the
-    /// callback's array (`None`: nothing came). The JS thread calls this when a request it just
-    /// sent is likely to finish within `max`: taking the result here costs less than going to
-    /// sleep in the event loop and being woken by the threadsafe call (experiment 019). The
-    /// threadsafe call the first completion made still arrives and finds the queue empty.
+    /// Polls for completions for up to `max` and writes what is queued by then into
+    /// `scratch` (see batch.rs), returning the array of its other payloads or null; `None`:
+    /// nothing came. The JS thread calls this when a request it just sent is likely to
+    /// finish within `max` (taking the result here costs less than going to sleep in the
+    /// event loop and being woken by the threadsafe call, experiment 019), and with `max` 0
+    /// when the threadsafe call woke it.
     ///
     /// # Safety
-    /// On the JS thread, with the env of the current call.
-    pub unsafe fn take_within(&self, env: sys::napi_env, max: Duration, yield_first: bool) -> NapiResult<Option<sys::napi_value>> {
+    /// On the JS thread, with the env of the current call; `scratch` is a value of that call.
+    pub unsafe fn take_within(
+        &self,
+        env: sys::napi_env,
+        max: Duration,
+        yield_first: bool,
+        scratch: sys::napi_value,
+    ) -> NapiResult<Option<sys::napi_value>> {
         if quietsqlite_core::spin::spin_until(max, yield_first, || self.queued.load(Ordering::Acquire).then_some(())).is_none() {
             return Ok(None);
         }
-        let batch = self.drain();
-        if batch.is_empty() {
+        let (taken, more) = self.drain();
+        if taken.is_empty() {
             return Ok(None);
         }
-        batch_to_js(env, batch).map(Some)
+        let written = batch::write(env, scratch, taken, more);
+        if written.is_err() && more {
+            // This batch is lost; the completions behind it must still wake the JS thread.
+            self.wake_again();
+        }
+        written.map(Some)
+    }
+
+    /// Queues a threadsafe call whatever the queue holds.
+    fn wake_again(&self) {
+        let q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if !q.released {
+            // SAFETY: callable from any thread while not released (checked under the lock).
+            unsafe {
+                sys::napi_call_threadsafe_function(self.tsfn, ptr::null_mut(), sys::ThreadsafeFunctionCallMode::nonblocking);
+            }
+        }
     }
 }
 
@@ -182,85 +214,29 @@ pub fn check(status: sys::napi_status) -> NapiResult<()> {
     }
 }
 
-/// Test hook (`test-hooks` builds): the next completion's conversion panics.
-#[cfg(feature = "test-hooks")]
-pub static PANIC_IN_NEXT_DELIVERY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 unsafe extern "C" fn call_js(env: sys::napi_env, callback: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
     // Called by Node: a panic unwinding out of here would abort the process.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: Node calls this on the JS thread with the tsfn's env, callback and context
         // (the sink, kept alive by the reference finalize_tsfn releases).
-        unsafe { deliver(env, callback, context) }
+        unsafe { wake(env, callback, context) }
     }));
 }
 
-unsafe fn deliver(env: sys::napi_env, callback: sys::napi_value, context: *mut c_void) {
+/// Calls the JS callback, which takes the queued completions with its scratch
+/// (`take_within`), unless a poll took them first.
+unsafe fn wake(env: sys::napi_env, callback: sys::napi_value, context: *mut c_void) {
     if env.is_null() || context.is_null() {
         return;
     }
     let sink = &*(context as *const NodeSink);
-    let batch = sink.drain();
-    if batch.is_empty() {
+    if !sink.queued.load(Ordering::Acquire) {
         return;
     }
-    let Ok(array) = batch_to_js(env, batch) else { return };
     let mut undefined = ptr::null_mut();
     sys::napi_get_undefined(env, &mut undefined);
     let mut result = ptr::null_mut();
-    let argv = [array];
-    sys::napi_call_function(env, undefined, callback, 1, argv.as_ptr(), &mut result);
-}
-
-/// The callback's argument for `batch`: `[id, status, payload, id, status, payload, ...]`.
-///
-/// # Safety
-/// On the JS thread, with its env.
-unsafe fn batch_to_js(env: sys::napi_env, batch: Vec<Completion>) -> NapiResult<sys::napi_value> {
-    let mut array = ptr::null_mut();
-    check(sys::napi_create_array_with_length(env, batch.len() * 3, &mut array))?;
-    for (i, c) in batch.into_iter().enumerate() {
-        let at = (i * 3) as u32;
-        let id = c.id;
-        // A panic converting one completion rejects that request alone (every promise
-        // settles); the others are still delivered.
-        let converted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            #[cfg(feature = "test-hooks")]
-            if PANIC_IN_NEXT_DELIVERY.swap(false, std::sync::atomic::Ordering::SeqCst) {
-                panic!("a test panic while converting a completion");
-            }
-            completion_to_js(env, array, at, c)
-        }));
-        let converted = match converted {
-            Ok(r) => r,
-            Err(_) => {
-                let failed = Completion {
-                    id,
-                    result: Err(quietsqlite_core::Error::Internal(
-                        "quietsqlite panicked (a bug) while converting this result".into(),
-                    )),
-                };
-                completion_to_js(env, array, at, failed)
-            }
-        };
-        if converted.is_err() {
-            // Node could not create this result's value (larger than its largest Buffer, as
-            // on Node 20 past 4 GiB, or out of memory): that request rejects with a clear
-            // error and the rest of the batch is still delivered.
-            let mut exception = ptr::null_mut();
-            sys::napi_get_and_clear_last_exception(env, &mut exception);
-            let failed = Completion {
-                id,
-                result: Err(quietsqlite_core::Error::Range(
-                    "the result is too large for Node.js to hold in one Buffer (see buffer.constants.MAX_LENGTH) \
-                     or memory ran out: select fewer rows or columns"
-                        .into(),
-                )),
-            };
-            completion_to_js(env, array, at, failed)?;
-        }
-    }
-    Ok(array)
+    sys::napi_call_function(env, undefined, callback, 0, ptr::null(), &mut result);
 }
 
 unsafe extern "C" fn finalize_tsfn(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {

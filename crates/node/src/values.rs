@@ -4,7 +4,7 @@
 use napi::sys;
 use quietsqlite_core::buffer_pool;
 use quietsqlite_core::error::code_name;
-use quietsqlite_core::{Completion, Error, Output, Params, ReadOutput, Value, MAX_PARAMETERS, MAX_VALUE_BYTES};
+use quietsqlite_core::{Error, Output, Params, ReadOutput, Value, MAX_PARAMETERS, MAX_VALUE_BYTES};
 use std::ffi::c_void;
 use std::ptr;
 
@@ -303,7 +303,7 @@ unsafe extern "C" fn end_result_pool(arg: *mut c_void) {
 /// where external buffers are refused: Electron).
 /// Results up to this size are copied into an ordinary Buffer: cheaper than an external
 /// buffer's finalizer and weak reference (docs/experiments/009-small-results-copied.md).
-const COPY_AT_MOST: usize = 4096;
+pub(crate) const COPY_AT_MOST: usize = 4096;
 
 unsafe fn buffer(env: sys::napi_env, bytes: Vec<u8>) -> NapiResult<sys::napi_value> {
     let mut out = ptr::null_mut();
@@ -341,9 +341,14 @@ pub(crate) unsafe fn number(env: sys::napi_env, f: f64) -> NapiResult<sys::napi_
     Ok(out)
 }
 
+/// Whether a JS number holds `i` exactly (|i| <= 2^53 - 1, Number.MAX_SAFE_INTEGER).
+pub(crate) fn is_safe_integer(i: i64) -> bool {
+    i.unsigned_abs() < (1u64 << 53)
+}
+
 /// An i64 as a number when it is exact, else as a BigInt (the JS side applies intMode).
 unsafe fn int64(env: sys::napi_env, i: i64) -> NapiResult<sys::napi_value> {
-    if i.unsigned_abs() <= (1u64 << 53) - 1 {
+    if is_safe_integer(i) {
         return number(env, i as f64);
     }
     let mut out = ptr::null_mut();
@@ -396,17 +401,6 @@ pub unsafe fn error_to_js(env: sys::napi_env, e: &Error) -> NapiResult<sys::napi
     set(env, arr, 3, match errno { Some(n) => number(env, n as f64)?, None => null })?;
     set(env, arr, 4, match sql { Some(s) => string(env, s)?, None => null })?;
     Ok(arr)
-}
-
-/// Writes `id, status, payload` at `at` in the batch array. Status 0: ok, 1: error.
-pub unsafe fn completion_to_js(env: sys::napi_env, batch: sys::napi_value, at: u32, c: Completion) -> NapiResult<()> {
-    set(env, batch, at, number(env, c.id as f64)?)?;
-    let (status, payload) = match c.result {
-        Ok(out) => (0.0, output_to_js(env, out)?),
-        Err(e) => (1.0, error_to_js(env, &e)?),
-    };
-    set(env, batch, at + 1, number(env, status)?)?;
-    set(env, batch, at + 2, payload)
 }
 
 /// `db.diagnostics()`'s native part as an object (the JS layer adds what it knows itself).
@@ -471,7 +465,8 @@ pub(crate) unsafe fn read_output_to_js(env: sys::napi_env, out: quietsqlite_core
     output_to_js(env, Output::Read(out))
 }
 
-unsafe fn output_to_js(env: sys::napi_env, out: Output) -> NapiResult<sys::napi_value> {
+/// A completion's value (batch.rs writes the others into the scratch).
+pub(crate) unsafe fn output_to_js(env: sys::napi_env, out: Output) -> NapiResult<sys::napi_value> {
     match out {
         Output::Read(ReadOutput::Rows(rows)) | Output::Emission(rows) => buffer(env, rows.bytes),
         Output::Read(ReadOutput::Json(bytes)) => buffer(env, bytes),

@@ -1,0 +1,185 @@
+// Completion batches (crates/node/src/batch.rs, experiment 042): small results arrive in a
+// scratch Buffer the database keeps and reuses, the rest as values beside it. These tests
+// fill batches past what the scratch holds, mix every kind of entry in one batch, and check
+// that nothing decoded from the scratch changes when the scratch is written again.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { openMemory, openTemp, rejectsAsync, SqliteError } from './fixtures/helpers.mjs';
+
+/** Watches what the addon's takes return: whether a batch said more were queued, and
+ * whether one came with values beside the scratch. */
+function watchTakes(t) {
+  const { NativeDatabase } = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const take = NativeDatabase.prototype.takeCompletions;
+  const seen = { takes: 0, more: 0, withValues: 0 };
+  NativeDatabase.prototype.takeCompletions = function (micros, scratch) {
+    const values = take.call(this, micros, scratch);
+    if (values !== undefined) {
+      seen.takes++;
+      if (scratch.readUInt32LE(4) === 1) seen.more++;
+      if (values !== null) seen.withValues++;
+    }
+    return values;
+  };
+  t.after(() => {
+    NativeDatabase.prototype.takeCompletions = take;
+  });
+  return seen;
+}
+
+test('the batch layout constants agree between Rust and TypeScript', async () => {
+  const rust = readFileSync(new URL('../crates/node/src/batch.rs', import.meta.url), 'utf8');
+  const { BATCH } = await import('../dist/requests.js');
+  const consts = {};
+  for (const m of rust.matchAll(/^pub const ([A-Z_0-9]+): (?:u32|usize) = ([A-Z_0-9 +*]+);/gm)) {
+    // Values are numbers, products and sums of the constants above them.
+    const expr = m[2].replace(/[A-Z_][A-Z_0-9]*/g, (name) => {
+      assert.ok(name in consts, `${name} is defined before ${m[1]}`);
+      return String(consts[name]);
+    });
+    assert.match(expr, /^[0-9 +*]+$/);
+    consts[m[1]] = Function(`return ${expr}`)();
+  }
+  assert.deepEqual(Object.keys(BATCH).sort(), Object.keys(consts).sort(), 'the same constants on both sides');
+  for (const [name, value] of Object.entries(BATCH)) {
+    assert.equal(consts[name], value, `${name} in batch.rs and src/requests.ts`);
+  }
+});
+
+async function items(t, count) {
+  const db = await openTemp(t, { readers: 2 });
+  await db.execute('CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT, big INTEGER, data BLOB)');
+  await db.executeBatch(
+    'INSERT INTO items VALUES (?, ?, ?, ?)',
+    Array.from({ length: count }, (_, i) => [i + 1, `item ${i + 1}`, 2n ** 60n + BigInt(i), Buffer.from([i & 255, 7])]),
+  );
+  return db;
+}
+
+test('more completions at once than one batch holds all arrive, each with its own row', async (t) => {
+  const db = await items(t, 3000);
+  const seen = watchTakes(t);
+  // Sent in one synchronous run: the readers queue far more than 512 completions before
+  // the JS thread takes the first batch.
+  const ids = Array.from({ length: 3000 }, (_, i) => ((i * 7919) % 3000) + 1);
+  const rows = await Promise.all(ids.map((id) => db.selectOne('SELECT * FROM items WHERE id = ?', [id])));
+  rows.forEach((row, i) => {
+    const id = ids[i];
+    assert.equal(row.id, id);
+    assert.equal(row.name, `item ${id}`);
+    assert.equal(row.big, 2n ** 60n + BigInt(id - 1));
+    assert.deepEqual(row.data, Buffer.from([(id - 1) & 255, 7]));
+  });
+  assert.ok(seen.more > 0, `a batch left completions queued (${JSON.stringify(seen)})`);
+});
+
+test('results too many for the scratch arrive as Buffers of their own, unchanged', async (t) => {
+  const db = await items(t, 100);
+  const seen = watchTakes(t);
+  // ~3.9 KB each: a batch of them fills the scratch's result area many times over.
+  const sql = "SELECT id, printf('%.3900c', char(64 + id % 26)) AS pad FROM items WHERE id = ?";
+  for (const rowMode of ['object', 'array']) {
+    const got = await Promise.all(Array.from({ length: 100 }, (_, i) => db.select(sql, [i + 1], { rowMode })));
+    got.forEach((rows, i) => {
+      const row = rowMode === 'array' ? { id: rows[0][0], pad: rows[0][1] } : rows[0];
+      assert.equal(row.id, i + 1);
+      assert.equal(row.pad, String.fromCharCode(64 + ((i + 1) % 26)).repeat(3900));
+    });
+  }
+  assert.ok(seen.withValues > 0, `some rows came as values (${JSON.stringify(seen)})`);
+});
+
+test('values decoded from the scratch stay as they were when later batches reuse it', async (t) => {
+  const db = await items(t, 200);
+  const first = await Promise.all(Array.from({ length: 100 }, (_, i) => db.selectOne('SELECT * FROM items WHERE id = ?', [i + 1])));
+  const snapshot = first.map((r) => [r.id, r.name, r.big, Buffer.from(r.data)]);
+  await Promise.all(Array.from({ length: 100 }, (_, i) => db.selectOne('SELECT * FROM items WHERE id = ?', [200 - i])));
+  await db.selectOne("SELECT x'ffffffff' AS data, 'overwritten' AS name");
+  first.forEach((r, i) => {
+    assert.deepEqual([r.id, r.name, r.big, r.data], snapshot[i]);
+  });
+});
+
+test('one batch mixing rows, writes, errors, JSON and nothing delivers each to its own request', async (t) => {
+  for (const intMode of ['auto', 'bigint', 'number']) {
+    const db = await openMemory(t, { intMode });
+    await db.execute('CREATE TABLE w(id INTEGER PRIMARY KEY, v TEXT)');
+    const big = 2n ** 60n;
+    const calls = [];
+    for (let i = 0; i < 40; i++) {
+      calls.push(db.execute('INSERT INTO w(v) VALUES (?) RETURNING id, v', [`v${i}`]));
+      calls.push(db.execute('INSERT INTO w(v) VALUES (?)', [`plain${i}`]));
+      calls.push(db.select('SELECT no_such_column FROM w'));
+      calls.push(db.selectBytes('SELECT 1 AS one'));
+      calls.push(db.selectOne('SELECT ? AS n', [i]));
+    }
+    // A rowid beyond 2^53 (a BigInt, never a float64 of the scratch), and RETURNING rows
+    // too large for it.
+    calls.push(db.execute("INSERT INTO w(v) VALUES (printf('%.6000c', 'r')) RETURNING v"));
+    calls.push(db.execute('INSERT INTO w(id, v) VALUES (?, ?)', [big, 'big']));
+    const settled = await Promise.allSettled(calls);
+    let rowid = 0;
+    for (let i = 0; i < 40; i++) {
+      const [returning, plain, failed, json, one] = settled.slice(i * 5, i * 5 + 5);
+      rowid++;
+      const id = intMode === 'bigint' ? BigInt(rowid) : rowid;
+      assert.deepEqual(returning.value, { changes: 1, lastInsertRowid: id, rows: [{ id, v: `v${i}` }] });
+      rowid++;
+      assert.deepEqual(plain.value, { changes: 1, lastInsertRowid: intMode === 'bigint' ? BigInt(rowid) : rowid, rows: [] });
+      assert.equal(failed.status, 'rejected');
+      assert.ok(failed.reason instanceof SqliteError);
+      assert.match(failed.reason.message, /no such column/);
+      assert.equal(json.value.toString(), '[{"one":1}]');
+      assert.deepEqual(one.value, { n: intMode === 'bigint' ? BigInt(i) : i });
+    }
+    const [longReturning, bigInsert] = settled.slice(200);
+    if (intMode === 'number') {
+      assert.equal(bigInsert.status, 'rejected');
+      assert.ok(bigInsert.reason instanceof RangeError);
+    } else {
+      assert.deepEqual(bigInsert.value, { changes: 1, lastInsertRowid: big, rows: [] });
+    }
+    assert.equal(longReturning.value.rows[0].v, 'r'.repeat(6000));
+    assert.equal(await db.selectOne('SELECT count(*) AS n FROM w', [], { rowMode: 'array' }).then((r) => Number(r[0])), 82);
+    await db.close();
+  }
+});
+
+test('a transaction of many small steps resolves each with its own result', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER)');
+  const out = await db.transaction(async (tx) => {
+    const seen = [];
+    for (let i = 0; i < 300; i++) {
+      const r = await tx.execute('INSERT INTO t(v) VALUES (?)', [i * 3]);
+      const row = await tx.selectOne('SELECT v FROM t WHERE id = ?', [r.lastInsertRowid]);
+      seen.push([r.lastInsertRowid, row.v]);
+    }
+    return seen;
+  });
+  out.forEach(([id, v], i) => assert.deepEqual([id, v], [i + 1, i * 3]));
+  await rejectsAsync(() => db.select('SELECT * FROM nowhere'), SqliteError);
+});
+
+test('lastInsertRowid at the edges of what a float64 holds exactly, in every intMode', async (t) => {
+  const SAFE = 2n ** 53n - 1n;
+  for (const intMode of ['auto', 'bigint', 'number']) {
+    const db = await openMemory(t, { intMode });
+    await db.execute('CREATE TABLE r(id INTEGER PRIMARY KEY)');
+    for (const id of [SAFE, -SAFE, SAFE + 1n, -SAFE - 1n]) {
+      const safe = id >= -SAFE && id <= SAFE;
+      const insert = () => db.execute('INSERT INTO r(id) VALUES (?)', [id]);
+      if (!safe && intMode === 'number') {
+        const err = await rejectsAsync(insert, RangeError);
+        assert.match(err.message, /changes stand/);
+        continue;
+      }
+      const r = await insert();
+      const want = intMode === 'bigint' || !safe ? id : Number(id);
+      assert.deepEqual(r, { changes: 1, lastInsertRowid: want, rows: [] }, `${intMode} ${id}`);
+    }
+    await db.close();
+  }
+});
