@@ -24,15 +24,28 @@ await db.execute('INSERT INTO items VALUES (1, ?, ?, 12.34, ?, 1700000123)', [
   'sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore magna aliqua',
   'cat-7',
 ]);
-// The encoded result, as the addon delivered it.
+// The encoded result, as the addon delivered it: a Buffer of its own before experiment 042,
+// since then written into the completion scratch (its first entry's bytes).
 let captured;
 const convert = Requests.prototype.convert;
 Requests.prototype.convert = function (kind, rowMode, payload) {
   if (Buffer.isBuffer(payload)) captured = Buffer.from(payload);
   return convert.call(this, kind, rowMode, payload);
 };
+const { NativeDatabase } = require(join(root, 'native/quietsqlite.node'));
+const take = NativeDatabase.prototype.takeCompletions;
+const ENTRY_ROWS = 3;
+NativeDatabase.prototype.takeCompletions = function (micros, scratch) {
+  const values = take.call(this, micros, scratch);
+  if (values !== undefined && scratch !== undefined && scratch.readUInt32LE(12) === ENTRY_ROWS) {
+    const [at, len] = [scratch.readUInt32LE(16), scratch.readUInt32LE(20)];
+    captured = Buffer.from(scratch.subarray(at, at + len));
+  }
+  return values;
+};
 await db.selectOne('SELECT * FROM items WHERE id = ?', [1]);
 Requests.prototype.convert = convert;
+NativeDatabase.prototype.takeCompletions = take;
 await db.close();
 rmSync(dir, { recursive: true, force: true });
 // In a larger buffer at offset 0, as the inline scratch holds it.
@@ -45,8 +58,11 @@ let sink = 0;
 const view = new Float64Array(scratch.buffer, scratch.byteOffset, scratch.length / 8);
 const ways = {
   'own Buffer': () => decodeRows(scratch.subarray(0, len), 'object', 'auto')[0].price,
+  // Since experiment 042 decodeRowsIn takes the result's offset (its fifth parameter).
   inline: decodeRowsIn
-    ? () => decodeRowsIn(scratch, view, 'object', 'auto')[0].price
+    ? decodeRowsIn.length === 5
+      ? () => decodeRowsIn(scratch, view, 0, 'object', 'auto')[0].price
+      : () => decodeRowsIn(scratch, view, 'object', 'auto')[0].price
     : () => decodeRows(scratch.subarray(0, len), 'object', 'auto')[0].price,
 };
 for (const [name, once] of Object.entries(ways)) {
