@@ -391,22 +391,32 @@ export class Requests {
       this.retake = true;
       return false;
     }
-    if (this.scratch === undefined) {
-      const scratch = Buffer.allocUnsafeSlow(SCRATCH_BYTES);
-      this.words = new Uint32Array(scratch.buffer, scratch.byteOffset, SCRATCH_BYTES / 4);
-      this.floats = new Float64Array(scratch.buffer, scratch.byteOffset, SCRATCH_BYTES / 8);
-      this.scratch = scratch;
-    }
-    let values = native.takeCompletions(maxMicros, this.scratch);
-    if (values === undefined) return false;
+    if (this.scratch === undefined) this.useScratch(Buffer.allocUnsafeSlow(SCRATCH_BYTES));
+    let answer = native.takeCompletions(maxMicros, this.scratch!);
+    if (answer === undefined) return false;
     for (;;) {
+      const values = this.valuesOf(answer);
       const more = this.words![1] === 1;
       this.deliverAll(values);
       if (!more && !this.retake) return true;
       this.retake = false;
-      values = native.takeCompletions(0, this.scratch);
-      if (values === undefined) return true;
+      answer = native.takeCompletions(0, this.scratch!);
+      if (answer === undefined) return true;
     }
+  }
+
+  private useScratch(scratch: Buffer): void {
+    this.words = new Uint32Array(scratch.buffer, scratch.byteOffset, SCRATCH_BYTES / 4);
+    this.floats = new Float64Array(scratch.buffer, scratch.byteOffset, SCRATCH_BYTES / 8);
+    this.scratch = scratch;
+  }
+
+  /** A take's values; when the addon found the scratch unusable (something detached its
+   * memory), it wrote the batch into a new Buffer, which becomes the scratch. */
+  private valuesOf(answer: unknown[] | null | { scratch: Buffer; values: unknown[] | null }): unknown[] | null {
+    if (answer === null || Array.isArray(answer)) return answer;
+    this.useScratch(answer.scratch);
+    return answer.values;
   }
 
   /** Delivers the batch in the scratch; `values` holds the payloads it does not. */

@@ -183,3 +183,31 @@ test('lastInsertRowid at the edges of what a float64 holds exactly, in every int
     await db.close();
   }
 });
+
+test('a scratch whose memory was taken away: the batch comes in a new Buffer, which becomes the scratch', async (t) => {
+  const { NativeDatabase } = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const take = NativeDatabase.prototype.takeCompletions;
+  const scratches = new Set();
+  let detached = 0;
+  NativeDatabase.prototype.takeCompletions = function (micros, scratch) {
+    scratches.add(scratch);
+    // Hostile code that reached the scratch transfers its memory away (detaching it).
+    if (detached < 3 && scratch.byteLength > 0) {
+      structuredClone(scratch.buffer, { transfer: [scratch.buffer] });
+      detached++;
+    }
+    return take.call(this, micros, scratch);
+  };
+  t.after(() => {
+    NativeDatabase.prototype.takeCompletions = take;
+  });
+  const db = await items(t, 300);
+  for (let round = 0; round < 5; round++) {
+    const rows = await Promise.all(Array.from({ length: 300 }, (_, i) => db.selectOne('SELECT id, name FROM items WHERE id = ?', [i + 1])));
+    rows.forEach((row, i) => assert.deepEqual(row, { id: i + 1, name: `item ${i + 1}` }));
+    const w = await db.execute('INSERT INTO items(name) VALUES (?) RETURNING id', ['new']);
+    assert.equal(w.rows[0].id, 301 + round);
+  }
+  assert.equal(detached, 3, 'three scratches were detached');
+  assert.ok(scratches.size >= 4, `the database took new scratches (${scratches.size})`);
+});

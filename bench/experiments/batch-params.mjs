@@ -1,3 +1,6 @@
+// Historical: it captures results from the completion callback's [id, status, payload]
+// array, which experiment 042 replaced (the callback takes its batch through a scratch
+// Buffer); it does not run against builds since then.
 // Experiment 005: executeBatch parameters, one Node-API conversion per value (A) vs sets
 // packed in JS into typed arrays + one string (B). Interleaved A B B A ..., fresh table each.
 //   node bench/experiments/batch-params.mjs [rows=100000] [rounds=6]

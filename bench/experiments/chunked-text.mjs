@@ -1,3 +1,6 @@
+// Historical: it captures results from the completion callback's [id, status, payload]
+// array, which experiment 042 replaced (the callback takes its batch through a scratch
+// Buffer); it does not run against builds since then.
 // Experiment 010: text decoded in chunks instead of one string per result
 // (docs/experiments/010-chunked-text.md). Every candidate turns the same result (the
 // `items` table of BENCHMARKS.md, ASCII text) into rows on the JS thread; we time that step

@@ -58,7 +58,7 @@ let sink = 0;
 const view = new Float64Array(scratch.buffer, scratch.byteOffset, scratch.length / 8);
 const ways = {
   'own Buffer': () => decodeRows(scratch.subarray(0, len), 'object', 'auto')[0].price,
-  // Since experiment 042 decodeRowsIn takes the result's offset (its fifth parameter).
+  // Since experiment 042 decodeRowsIn takes the result's offset (its third parameter, of five).
   inline: decodeRowsIn
     ? decodeRowsIn.length === 5
       ? () => decodeRowsIn(scratch, view, 0, 'object', 'auto')[0].price

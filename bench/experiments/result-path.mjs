@@ -1,3 +1,6 @@
+// Historical: it captures results from the completion callback's [id, status, payload]
+// array, which experiment 042 replaced (the callback takes its batch through a scratch
+// Buffer); it does not run against builds since then.
 // Experiment 001: how should rows become JS objects? (docs/experiments/001-result-path.md)
 // Every candidate turns the SAME native result into rows on the JS thread; we time that
 // step plus touching every field, interleaved, and report medians. Reference: better-sqlite3

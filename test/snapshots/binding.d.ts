@@ -86,11 +86,12 @@ export declare class NativeDatabase {
   /**
    * Writes the completions that arrive within `max_micros` (at most 1000) into `scratch`
    * (batch.rs) and returns the array of their other payloads, null when there are none,
-   * or undefined when nothing came. The JS thread waits briefly for a result it expects
+   * or undefined when nothing came (`{ scratch, values }` when the batch had to go into
+   * a new Buffer, see `batch::write`). The JS thread waits briefly for a result it expects
    * soon instead of sleeping in the event loop (experiment 019), and takes with 0 when
    * the completion callback wakes it.
    */
-  takeCompletions(maxMicros: number, scratch: Buffer): unknown[] | null | undefined
+  takeCompletions(maxMicros: number, scratch: Buffer): unknown[] | null | undefined | { scratch: Buffer; values: unknown[] | null }
   /**
    * Opens an iterator (`db.iterate`): its chunks arrive as `[rows, done]` completions
    * with `id`; `chunk_rows` rows at most per chunk.

@@ -172,18 +172,23 @@ unsafe fn clear_exception(env: sys::napi_env) {
     sys::napi_get_and_clear_last_exception(env, &mut exception);
 }
 
+/// Whether no batch is being written on this thread (`write` is not re-entrant).
+pub fn can_write() -> bool {
+    STAGING.with(|staging| staging.try_borrow_mut().is_ok())
+}
+
 /// Writes `batch` (at most `MAX_ENTRIES`) into `scratch`, a Buffer of `SCRATCH_BYTES` or more,
 /// and returns the array of its other payloads, or null when it has none. `more`: completions
-/// are still queued. Err only when the scratch is no Buffer that long by the time it is
-/// written (a program detached it): this batch is then lost.
+/// are still queued. When the scratch is no longer such a Buffer by the time it is written
+/// (a program detached it), the batch comes in a new one instead, and the answer is
+/// `{ scratch, values }`: the caller keeps that Buffer as its scratch. Err only when Node
+/// cannot make a value (memory ran out), or when called inside a `write` (see `can_write`).
 ///
 /// # Safety
 /// On the JS thread, with its env; `scratch` is a value of the current call.
 pub unsafe fn write(env: sys::napi_env, scratch: sys::napi_value, batch: Vec<Completion>, more: bool) -> NapiResult<sys::napi_value> {
     assert!(batch.len() <= MAX_ENTRIES, "a batch holds at most MAX_ENTRIES completions");
     STAGING.with(|staging| {
-        // Not re-entrant: nothing in here takes completions, and a nested take on this thread
-        // would find the staging borrowed and fail instead of writing over it.
         let mut bytes = staging.try_borrow_mut().map_err(|_| sys::Status::napi_generic_failure)?;
         if bytes.len() < SCRATCH_BYTES {
             bytes.resize(SCRATCH_BYTES, 0);
@@ -237,17 +242,40 @@ pub unsafe fn write(env: sys::napi_env, scratch: sys::napi_value, batch: Vec<Com
         // No JS runs from here until the function returns.
         let mut data = ptr::null_mut();
         let mut len = 0usize;
-        check(sys::napi_get_buffer_info(env, scratch, &mut data, &mut len))?;
-        if data.is_null() || len < SCRATCH_BYTES {
-            return Err(sys::Status::napi_invalid_arg);
+        let usable = sys::napi_get_buffer_info(env, scratch, &mut data, &mut len) == sys::Status::napi_ok
+            && !data.is_null()
+            && len >= SCRATCH_BYTES;
+        let mut replacement = ptr::null_mut();
+        if !usable {
+            clear_exception(env);
+            check(sys::napi_create_buffer(env, SCRATCH_BYTES, &mut data, &mut replacement))?;
         }
-        // SAFETY: Node reports `data` valid for `len` >= SCRATCH_BYTES bytes while the Buffer
-        // (a value of this call) lives, and no JS runs before this function returns; both
-        // ranges end within SCRATCH_BYTES, and the staging is memory of its own.
+        // SAFETY: `data` is valid for SCRATCH_BYTES bytes: Node reported at least that many
+        // for the scratch (a value of this call), or just made a Buffer that long; no JS runs
+        // before this function returns. Both ranges end within SCRATCH_BYTES, and the staging
+        // is memory of its own.
         let target = std::slice::from_raw_parts_mut(data.cast::<u8>(), SCRATCH_BYTES);
         let table_end = TABLE_AT + entries * 16;
         target[..table_end].copy_from_slice(&bytes[..table_end]);
         target[DATA_AT..data_end].copy_from_slice(&bytes[DATA_AT..data_end]);
-        Ok(values)
+        if usable {
+            return Ok(values);
+        }
+        // Defined, not set: no setter a program put on `Object.prototype` runs.
+        let property = |name: &'static std::ffi::CStr, value| sys::napi_property_descriptor {
+            utf8name: name.as_ptr(),
+            name: ptr::null_mut(),
+            method: None,
+            getter: None,
+            setter: None,
+            value,
+            attributes: sys::PropertyAttributes::enumerable,
+            data: ptr::null_mut(),
+        };
+        let properties = [property(c"scratch", replacement), property(c"values", values)];
+        let mut answer = ptr::null_mut();
+        check(sys::napi_create_object(env, &mut answer))?;
+        check(sys::napi_define_properties(env, answer, properties.len(), properties.as_ptr()))?;
+        Ok(answer)
     })
 }

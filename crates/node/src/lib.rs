@@ -581,20 +581,13 @@ impl NativeDatabase {
 
     /// Writes the completions that arrive within `max_micros` (at most 1000) into `scratch`
     /// (batch.rs) and returns the array of their other payloads, null when there are none,
-    /// or undefined when nothing came. The JS thread waits briefly for a result it expects
+    /// or undefined when nothing came (`{ scratch, values }` when the batch had to go into
+    /// a new Buffer, see `batch::write`). The JS thread waits briefly for a result it expects
     /// soon instead of sleeping in the event loop (experiment 019), and takes with 0 when
     /// the completion callback wakes it.
-    #[napi(ts_args_type = "maxMicros: number, scratch: Buffer", ts_return_type = "unknown[] | null | undefined")]
+    #[napi(ts_args_type = "maxMicros: number, scratch: Buffer", ts_return_type = "unknown[] | null | undefined | { scratch: Buffer; values: unknown[] | null }")]
     pub fn take_completions(&self, env: Env, max_micros: u32, scratch: Unknown) -> Result<Unknown<'_>> {
         guard(&env, || {
-            let mut data = std::ptr::null_mut();
-            let mut len = 0usize;
-            // SAFETY: the JS thread, this call's env, a value of this call, valid out-pointers.
-            let status = unsafe { sys::napi_get_buffer_info(env.raw(), scratch.raw(), &mut data, &mut len) };
-            // Checked before anything is taken (batch::write checks again when it writes).
-            if status != sys::Status::napi_ok || data.is_null() || len < batch::SCRATCH_BYTES {
-                return Err(throw(&env, ParamError::Type("the completion scratch must be a Buffer of SCRATCH_BYTES".into())));
-            }
             let max = Duration::from_micros(u64::from(max_micros.min(1000)));
             // A write in flight: the result may come from the writer (see core's spin.rs).
             let yield_first = max_micros > 0 && self.db.writes_unfinished();

@@ -118,13 +118,19 @@ impl NodeSink {
         if quietsqlite_core::spin::spin_until(max, yield_first, || self.queued.load(Ordering::Acquire).then_some(())).is_none() {
             return Ok(None);
         }
+        // A take inside a take (from a setter that ran while the outer one made a value)
+        // takes nothing: the outer one's loop takes the rest.
+        if !batch::can_write() {
+            return Ok(None);
+        }
         let (taken, more) = self.drain();
         if taken.is_empty() {
             return Ok(None);
         }
         let written = batch::write(env, scratch, taken, more);
         if written.is_err() && more {
-            // This batch is lost; the completions behind it must still wake the JS thread.
+            // This batch is lost (Node could not make a value even to report it: memory ran
+            // out); the completions behind it must still wake the JS thread.
             self.wake_again();
         }
         written.map(Some)
