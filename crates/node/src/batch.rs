@@ -239,7 +239,7 @@ pub unsafe fn write(env: sys::napi_env, scratch: sys::napi_value, batch: Vec<Com
         } else {
             values
         };
-        // No JS runs from here until the function returns.
+        // From here to the copy no JS runs: nothing can detach the memory once looked up.
         let mut data = ptr::null_mut();
         let mut len = 0usize;
         let usable = sys::napi_get_buffer_info(env, scratch, &mut data, &mut len) == sys::Status::napi_ok
@@ -251,9 +251,9 @@ pub unsafe fn write(env: sys::napi_env, scratch: sys::napi_value, batch: Vec<Com
             check(sys::napi_create_buffer(env, SCRATCH_BYTES, &mut data, &mut replacement))?;
         }
         // SAFETY: `data` is valid for SCRATCH_BYTES bytes: Node reported at least that many
-        // for the scratch (a value of this call), or just made a Buffer that long; no JS runs
-        // before this function returns. Both ranges end within SCRATCH_BYTES, and the staging
-        // is memory of its own.
+        // for the scratch (a value of this call), or just made a Buffer that long, and no JS
+        // runs before the copy ends. Both ranges end within SCRATCH_BYTES, and the staging is
+        // memory of its own.
         let target = std::slice::from_raw_parts_mut(data.cast::<u8>(), SCRATCH_BYTES);
         let table_end = TABLE_AT + entries * 16;
         target[..table_end].copy_from_slice(&bytes[..table_end]);
