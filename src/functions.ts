@@ -2,10 +2,12 @@
 // native side registers each function on every connection and, for each call, blocks the
 // connection thread until the dispatcher (on this thread) answered (crates/node/src/functions.rs).
 
+import type { AsyncResource } from 'node:async_hooks';
 import { keepThrown } from './errors';
 import { binding, type NativeDatabase } from './native';
 import { checkKeys } from './options';
 import type { IntMode } from './rows';
+import { callbackScope } from './transaction';
 
 export interface FunctionOptions {
   /** Same arguments, same result: lets SQLite use it in indexes, generated columns and
@@ -48,6 +50,8 @@ interface Definition {
   step: AnyFunction | undefined;
   result: AnyFunction | undefined;
   inverse: AnyFunction | undefined;
+  /** The async context of the definition, which every call runs in (see callbackScope). */
+  scope: AsyncResource;
 }
 
 function isThenable(v: unknown): v is PromiseLike<unknown> {
@@ -118,7 +122,7 @@ export class Functions {
     const body = checkBody('function()', 'the function', fn, true)!;
     const flags = flagsOf('function()', options, []);
     const arity = options?.varargs === true ? -1 : body.length;
-    this.#register(n, arity, KIND_SCALAR, flags, { name: n, fn: body, start: null, step: undefined, result: undefined, inverse: undefined });
+    this.#register(n, arity, KIND_SCALAR, flags, { name: n, fn: body, start: null, step: undefined, result: undefined, inverse: undefined, scope: callbackScope('quietsqlite.function') });
   }
 
   defineAggregate(name: unknown, options: AggregateOptions | undefined): void {
@@ -136,7 +140,7 @@ export class Functions {
     // The accumulator is step's first parameter; the rest are the SQL arguments.
     const arity = options.varargs === true ? -1 : Math.max(0, step.length - 1);
     const kind = inverse === undefined ? KIND_AGGREGATE : KIND_WINDOW;
-    this.#register(n, arity, kind, flags, { name: n, fn: undefined, start: options.start ?? null, step, result, inverse });
+    this.#register(n, arity, kind, flags, { name: n, fn: undefined, start: options.start ?? null, step, result, inverse, scope: callbackScope('quietsqlite.function') });
   }
 
   #register(name: string, arity: number, kind: number, flags: number, def: Definition): void {
@@ -168,6 +172,10 @@ export class Functions {
    * native side reads (`{ token, message }`); the error itself stays here under its token. */
   #call(op: number, id: number, state: number, args: unknown[]): unknown {
     const def = this.#defs[id]!;
+    return def.scope.runInAsyncScope(this.#run, this, def, op, state, args);
+  }
+
+  #run(def: Definition, op: number, state: number, args: unknown[]): unknown {
     try {
       let out: unknown;
       switch (op) {

@@ -6,6 +6,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { Database, SqliteError } from '../dist/index.mjs';
@@ -205,6 +206,33 @@ test('a function may call the database (asynchronously) without deadlock', async
   const done = await Promise.all(inner);
   assert.deepEqual(done.filter((_, i) => i % 2 === 0), [1, 2, 3, 4, 5].map((x) => ({ y: x + 1 })));
   assert.equal((await db.selectOne('SELECT count(*) AS n FROM t')).n, 5);
+});
+
+test('each function runs in the async context of its own definition, outside any transaction', async () => {
+  const db = await fresh({ readers: 1 });
+  const requestId = new AsyncLocalStorage();
+  requestId.run('defined-a', () => db.function('ctx_a', () => requestId.getStore() ?? 'none'));
+  requestId.run('defined-b', () =>
+    db.aggregate('ctx_b', { start: () => [], step: (acc) => [...acc, requestId.getStore() ?? 'none'], result: (acc) => acc.join(',') }),
+  );
+  // Called from a third context, on a reader and on the writer.
+  const read = await requestId.run('caller', () => db.selectOne(`${COUNT_TO(2)}SELECT ctx_a() AS a, ctx_b() AS b FROM c`));
+  assert.deepEqual(read, { a: 'defined-a', b: 'defined-b,defined-b' });
+  const written = await db.execute('INSERT INTO t(v) VALUES (ctx_a()) RETURNING v');
+  assert.deepEqual(written.rows, [{ v: 'defined-a' }]);
+
+  // The first function of a database defined inside a transaction body: its calls, and the
+  // requests they make, belong to no transaction (that one has ended when it runs).
+  const other = await fresh({ readers: 1 });
+  let inner;
+  await other.transaction(async () => {
+    other.function('ctx_tx', (x) => {
+      inner = other.selectOne('SELECT ? AS x', [x]);
+      return x;
+    });
+  });
+  assert.deepEqual(await other.selectOne('SELECT ctx_tx(7) AS y'), { y: 7 });
+  assert.deepEqual(await inner, { x: 7 });
 });
 
 test('aggregates: start, step, result; empty groups; a throwing step', async () => {
