@@ -212,7 +212,6 @@ export class Functions {
     }
   }
 
-
   /** A function that returned a promise was not synchronous: the statement fails (and the
    * promise's own rejection, if any, is not left unhandled). */
   #check(def: Definition, v: unknown): void {

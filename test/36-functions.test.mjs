@@ -211,28 +211,53 @@ test('a function may call the database (asynchronously) without deadlock', async
 test('each function runs in the async context of its own definition, outside any transaction', async () => {
   const db = await fresh({ readers: 1 });
   const requestId = new AsyncLocalStorage();
+  // The database's first definition, in a context of its own: no later definition runs in it.
+  requestId.run('defined-first', () => db.function('first', () => 0));
   requestId.run('defined-a', () => db.function('ctx_a', () => requestId.getStore() ?? 'none'));
   requestId.run('defined-b', () =>
     db.aggregate('ctx_b', { start: () => [], step: (acc) => [...acc, requestId.getStore() ?? 'none'], result: (acc) => acc.join(',') }),
   );
   // Called from a third context, on a reader and on the writer.
-  const read = await requestId.run('caller', () => db.selectOne(`${COUNT_TO(2)}SELECT ctx_a() AS a, ctx_b() AS b FROM c`));
-  assert.deepEqual(read, { a: 'defined-a', b: 'defined-b,defined-b' });
-  const written = await db.execute('INSERT INTO t(v) VALUES (ctx_a()) RETURNING v');
-  assert.deepEqual(written.rows, [{ v: 'defined-a' }]);
+  await requestId.run('caller', async () => {
+    const read = await db.selectOne(`${COUNT_TO(2)}SELECT ctx_a() AS a, ctx_b() AS b FROM c`);
+    assert.deepEqual(read, { a: 'defined-a', b: 'defined-b,defined-b' });
+    const written = await db.execute(`INSERT INTO t(v) SELECT ctx_a() || '/' || (${COUNT_TO(2)}SELECT ctx_b() FROM c) RETURNING v`);
+    assert.deepEqual(written.rows, [{ v: 'defined-a/defined-b,defined-b' }]);
+  });
 
-  // The first function of a database defined inside a transaction body: its calls, and the
-  // requests they make, belong to no transaction (that one has ended when it runs).
+  // Called by a statement of a transaction body: the function's own db calls are not
+  // routed into that transaction, so a rollback does not undo them.
+  let logged;
+  db.function('log_outside', (x) => {
+    logged = db.execute('INSERT INTO t(v) VALUES (?)', [`logged ${x}`]);
+    return x;
+  });
+  await assert.rejects(
+    db.transaction(async (tx) => {
+      assert.deepEqual(await tx.selectOne("SELECT log_outside('in tx') AS x"), { x: 'in tx' });
+      throw new Error('roll back');
+    }),
+    /roll back/,
+  );
+  assert.equal((await logged).changes, 1);
+  assert.deepEqual(await db.select("SELECT v FROM t WHERE v LIKE 'logged %'"), [{ v: 'logged in tx' }]);
+
+  // The first function of a database defined inside a transaction body: its calls see the
+  // stores of that definition, and the requests they make belong to no transaction (that
+  // one has ended when it runs).
   const other = await fresh({ readers: 1 });
   let inner;
   await other.transaction(async () => {
-    other.function('ctx_tx', (x) => {
-      inner = other.selectOne('SELECT ? AS x', [x]);
-      return x;
-    });
+    requestId.run('defined-in-body', () =>
+      other.function('ctx_tx', (x) => {
+        // Both outcomes kept, so an old-code rejection is reported here, not as unhandled.
+        inner = other.selectOne('SELECT ? AS x', [x]).then((row) => ({ row }), (error) => ({ error }));
+        return requestId.getStore() ?? 'none';
+      }),
+    );
   });
-  assert.deepEqual(await other.selectOne('SELECT ctx_tx(7) AS y'), { y: 7 });
-  assert.deepEqual(await inner, { x: 7 });
+  assert.deepEqual(await other.selectOne('SELECT ctx_tx(7) AS y'), { y: 'defined-in-body' });
+  assert.deepEqual(await inner, { row: { x: 7 } });
 });
 
 test('aggregates: start, step, result; empty groups; a throwing step', async () => {
