@@ -109,6 +109,8 @@ function rejected<T>(err: unknown): Promise<T> {
 
 export class Database implements Executor, TransactionHost, StatementHost {
   readonly #native: NativeDatabase;
+  /** `#native`'s number for the calls made per request (`binding.db*`). */
+  readonly #handle: number;
   readonly #requests: Requests;
   readonly #path: string;
   /** The default `timeoutMs` of every query (0: none). */
@@ -163,6 +165,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
     this.#encrypted = encrypted;
     this.#timeoutMs = timeoutMs;
     this.#native = native;
+    this.#handle = native.handle;
     this.#requests = requests;
     requests.attach(native, this);
     this.#liveHost = { native, requests, isOpen: () => this.#closing === undefined };
@@ -299,7 +302,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
         let out: unknown;
         const scratch = (this.#inlineScratch ??= Buffer.allocUnsafeSlow(INLINE_SCRATCH_BYTES));
         try {
-          out = this.#native.readInline(ref, params, format, scratch);
+          out = binding.dbReadInline(this.#handle, ref, params, format, scratch);
         } catch (err) {
           throw fromNativeThrow(err);
         }
@@ -317,7 +320,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
         o.rowMode,
         (id, cancellable) => {
           try {
-            this.#native.read(id, ref, params, format, cancellable);
+            binding.dbRead(this.#handle, id, ref, params, format, cancellable);
           } catch (err) {
             throw fromNativeThrow(err);
           }
@@ -645,7 +648,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
       return this.#write(
         FORMATS[format],
         o.rowMode,
-        (id, c) => this.#native.writerRead(id, tx, ref, params, format, c),
+        (id, c) => binding.dbWriterRead(this.#handle, id, tx, ref, params, format, c),
         stopOf(o, txSignals),
       );
     } catch (err) {
@@ -659,7 +662,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
       const ref = this.#sqlRef(sql);
       checkParams(params);
       const o = resolveCallOptions(options, true, this.#timeoutMs);
-      return this.#write(Kind.Execute, o.rowMode, (id, c) => this.#native.execute(id, tx, ref, params, c), stopOf(o, txSignals));
+      return this.#write(Kind.Execute, o.rowMode, (id, c) => binding.dbExecute(this.#handle, id, tx, ref, params, c), stopOf(o, txSignals));
     } catch (err) {
       return rejected(err);
     }
@@ -728,14 +731,14 @@ export class Database implements Executor, TransactionHost, StatementHost {
       // Nested bodies the body started but did not await are part of this transaction.
       await raceBody(() => tx.drained(), signal, cancelled);
       tx.end();
-      await this.#write<void>(Kind.Done, 'object', (id) => this.#native.commit(id, txId));
+      await this.#write<void>(Kind.Done, 'object', (id) => binding.dbCommit(this.#handle, id, txId));
       return result;
     } catch (err) {
       if (tx.active) {
         tx.end();
         // The body's error is what the caller must see; a rollback can only fail here when
         // the connection is already gone, which the next request reports.
-        await this.#write<void>(Kind.Done, 'object', (id) => this.#native.rollback(id, txId)).catch(() => {});
+        await this.#write<void>(Kind.Done, 'object', (id) => binding.dbRollback(this.#handle, id, txId)).catch(() => {});
       }
       throw err;
     } finally {
@@ -766,7 +769,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
       finish: (commit) => {
         signal?.removeEventListener('abort', onAbort);
         const sent = this.#write<void>(Kind.Done, 'object', (id) =>
-          commit ? this.#native.commit(id, txId) : this.#native.rollback(id, txId),
+          commit ? binding.dbCommit(this.#handle, id, txId) : binding.dbRollback(this.#handle, id, txId),
         );
         return sent.finally(() => {
           if (this.#running?.tx === tx) this.#running = undefined;
@@ -796,7 +799,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
   async #beginOnWriter(mode: TransactionMode, signal: AbortSignal | undefined): Promise<number> {
     const txId = this.#nextTx;
     this.#nextTx = txId >= 0x7fffffff ? 1 : txId + 1;
-    const begun = this.#write<void>(Kind.Done, 'object', (id) => this.#native.begin(id, txId, MODES[mode]));
+    const begun = this.#write<void>(Kind.Done, 'object', (id) => binding.dbBegin(this.#handle, id, txId, MODES[mode]));
     if (signal === undefined) {
       await begun;
     } else {
@@ -808,7 +811,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
           // runs when its turn comes and is rolled back at once. A failure of either can
           // only mean the connection is gone, which the next request reports.
           begun.then(
-            () => this.#write<void>(Kind.Done, 'object', (id) => this.#native.rollback(id, txId)).catch(() => {}),
+            () => this.#write<void>(Kind.Done, 'object', (id) => binding.dbRollback(this.#handle, id, txId)).catch(() => {}),
             () => {},
           );
         }

@@ -4,6 +4,7 @@
 //   3. the platform package (quietsqlite-<platform>-<arch>[-<libc>], an optional dependency);
 //   4. in a source checkout with a Rust toolchain: builds native/ from source, then loads it.
 // Otherwise it throws an Error naming the platform and what to do.
+import type * as Generated from '../native/binding';
 import type { NativeDatabase as NativeDatabaseClass, NativeOpenOptions } from '../native/binding';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -23,6 +24,16 @@ interface Binding {
   FUNCTION_OP_INVERSE: number;
   FUNCTION_OP_VALUE: number;
   FUNCTION_OP_FINAL: number;
+  // The calls made per request, by the database's `handle` (crates/node/src/handles.rs).
+  // Looked up on `binding` at every call, so that tests can watch them.
+  dbRead: typeof Generated.dbRead;
+  dbReadInline: typeof Generated.dbReadInline;
+  dbWriterRead: typeof Generated.dbWriterRead;
+  dbExecute: typeof Generated.dbExecute;
+  dbBegin: typeof Generated.dbBegin;
+  dbCommit: typeof Generated.dbCommit;
+  dbRollback: typeof Generated.dbRollback;
+  dbTakeCompletions: typeof Generated.dbTakeCompletions;
 }
 
 /** The environment variable naming a binary to load instead of any other. */

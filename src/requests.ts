@@ -5,7 +5,7 @@
 
 import { availableParallelism } from 'node:os';
 import { errorFromNative, lostResultError, type NativeErrorDetail } from './errors';
-import type { NativeDatabase } from './native';
+import { binding, type NativeDatabase } from './native';
 import { convertInteger, decodeRows, decodeRowsIn, type IntMode, type RowMode } from './rows';
 import { outsideTransactions } from './transaction';
 
@@ -110,6 +110,11 @@ const POLL_MICROS = availableParallelism() > 1 ? 100 : 0;
 /** Microtask hops after a send before polling: an awaiting caller's continuation has run by
  * then, so a request it sends next is in flight too. */
 const POLL_HOPS = 3;
+/** The wait of a poll that follows one that took results while more were in flight (a batch
+ * sent at once): the rest of a batch comes every few microseconds, and a request that is
+ * slow (a long query, a write waiting for a lock) costs such a poll no more than this, and
+ * no backoff (experiment 046). */
+const CHAIN_MICROS = 20;
 /** Results taken by polling in a row before the event loop must turn once: timers and I/O
  * wait at most this many fast requests behind an awaited loop. */
 const POLL_STREAK = 32;
@@ -167,6 +172,8 @@ export class Requests {
   /** A poll chain is queued (see POLL_MICROS); `pollHops` microtasks are left before it polls. */
   private polling = false;
   private pollHops = 0;
+  /** The queued poll follows one that took results (CHAIN_MICROS). */
+  private chained = false;
   /** Results taken by polling since the event loop last delivered (POLL_STREAK). */
   private polledInARow = 0;
   /** Sends left to skip polling after a poll found nothing, and how many the next miss
@@ -174,6 +181,8 @@ export class Requests {
   private pollSkips = 0;
   private pollBackoff = POLL_BACKOFF;
   private native: WeakRef<NativeDatabase> | undefined;
+  /** The native database's number for `binding.dbTakeCompletions`. */
+  private handle = 0;
   /** Weak: this object is reachable from the addon's completion callback (a GC root), and a
    * strong reference to the Database from here kept every unclosed database alive. */
   private owner: WeakRef<object> | undefined;
@@ -191,6 +200,7 @@ export class Requests {
 
   attach(native: NativeDatabase, owner: object): void {
     this.native = new WeakRef(native);
+    this.handle = native.handle;
     this.owner = new WeakRef(owner);
   }
 
@@ -335,10 +345,12 @@ export class Requests {
       return;
     }
     this.polling = false;
+    const chained = this.chained;
+    this.chained = false;
     if (this.inflight === 0) return;
     let took: boolean;
     try {
-      took = this.take(POLL_MICROS);
+      took = this.take(chained ? CHAIN_MICROS : POLL_MICROS);
     } catch {
       // Polling is only a faster way to take results: the event loop still delivers every
       // one, so a database whose poll fails (a bug) just stops polling.
@@ -346,12 +358,21 @@ export class Requests {
       return;
     }
     if (!took) {
+      // The rest of a batch is not coming fast: the event loop delivers it, and the requests
+      // sent next still poll.
+      if (chained) return;
       this.pollSkips = this.pollBackoff;
       this.pollBackoff = Math.min(this.pollBackoff * 2, POLL_BACKOFF_MAX);
       return;
     }
     this.pollBackoff = POLL_BACKOFF;
     this.polledInARow++;
+    // More in flight (a batch sent at once, Promise.all): poll for the rest too, rather than
+    // sleep and be woken for each few results that come.
+    if (this.inflight > 0 && !this.polling) {
+      this.pollSoon();
+      this.chained = this.polling;
+    }
   };
 
   get idle(): boolean {
@@ -392,7 +413,7 @@ export class Requests {
       return false;
     }
     if (this.scratch === undefined) this.useScratch(Buffer.allocUnsafeSlow(SCRATCH_BYTES));
-    let answer = native.takeCompletions(maxMicros, this.scratch!);
+    let answer = binding.dbTakeCompletions(this.handle, maxMicros, this.scratch!);
     if (answer === undefined) return false;
     for (;;) {
       const values = this.valuesOf(answer);
@@ -400,7 +421,7 @@ export class Requests {
       this.deliverAll(values);
       if (!more && !this.retake) return true;
       this.retake = false;
-      answer = native.takeCompletions(0, this.scratch!);
+      answer = binding.dbTakeCompletions(this.handle, 0, this.scratch!);
       if (answer === undefined) return true;
     }
   }

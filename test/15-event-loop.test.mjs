@@ -74,21 +74,22 @@ test('slow writes on the writer thread do not delay timers either', async (t) =>
 });
 
 // The JS thread polls briefly for the result of a request it has just sent (experiment 019).
-// Count what the addon's poll returns through its prototype. A poll waits (`micros` > 0);
-// the event loop's delivery takes with 0, and is never replaced.
+// Count what the addon's poll returns, by replacing its export (the library looks it up at
+// every call). A poll waits (`micros` > 0); the event loop's delivery takes with 0, and is
+// never replaced.
 function countPolls(t, replace) {
-  const { NativeDatabase } = createRequire(import.meta.url)('../native/quietsqlite.node');
-  const take = NativeDatabase.prototype.takeCompletions;
+  const native = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const take = native.dbTakeCompletions;
   const counts = { calls: 0, taken: 0 };
-  NativeDatabase.prototype.takeCompletions = function (micros, ...rest) {
-    if (micros === 0) return take.call(this, micros, ...rest);
+  native.dbTakeCompletions = function (handle, micros, ...rest) {
+    if (micros === 0) return take.call(this, handle, micros, ...rest);
     counts.calls++;
-    const batch = replace ? replace() : take.call(this, micros, ...rest);
+    const batch = replace ? replace() : take.call(this, handle, micros, ...rest);
     if (batch !== undefined) counts.taken++;
     return batch;
   };
   const restore = () => {
-    NativeDatabase.prototype.takeCompletions = take;
+    native.dbTakeCompletions = take;
   };
   t.after(restore);
   return { counts, restore };

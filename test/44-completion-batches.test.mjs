@@ -11,11 +11,11 @@ import { openMemory, openTemp, rejectsAsync, SqliteError } from './fixtures/help
 /** Watches what the addon's takes return: whether a batch said more were queued, and
  * whether one came with values beside the scratch. */
 function watchTakes(t) {
-  const { NativeDatabase } = createRequire(import.meta.url)('../native/quietsqlite.node');
-  const take = NativeDatabase.prototype.takeCompletions;
+  const native = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const take = native.dbTakeCompletions;
   const seen = { takes: 0, more: 0, withValues: 0 };
-  NativeDatabase.prototype.takeCompletions = function (micros, scratch) {
-    const values = take.call(this, micros, scratch);
+  native.dbTakeCompletions = function (handle, micros, scratch) {
+    const values = take.call(this, handle, micros, scratch);
     if (values !== undefined) {
       seen.takes++;
       if (scratch.readUInt32LE(4) === 1) seen.more++;
@@ -24,7 +24,7 @@ function watchTakes(t) {
     return values;
   };
   t.after(() => {
-    NativeDatabase.prototype.takeCompletions = take;
+    native.dbTakeCompletions = take;
   });
   return seen;
 }
@@ -185,21 +185,21 @@ test('lastInsertRowid at the edges of what a float64 holds exactly, in every int
 });
 
 test('a scratch whose memory was taken away: the batch comes in a new Buffer, which becomes the scratch', async (t) => {
-  const { NativeDatabase } = createRequire(import.meta.url)('../native/quietsqlite.node');
-  const take = NativeDatabase.prototype.takeCompletions;
+  const native = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const take = native.dbTakeCompletions;
   const scratches = new Set();
   let detached = 0;
-  NativeDatabase.prototype.takeCompletions = function (micros, scratch) {
+  native.dbTakeCompletions = function (handle, micros, scratch) {
     scratches.add(scratch);
     // Hostile code that reached the scratch transfers its memory away (detaching it).
     if (detached < 3 && scratch.byteLength > 0) {
       structuredClone(scratch.buffer, { transfer: [scratch.buffer] });
       detached++;
     }
-    return take.call(this, micros, scratch);
+    return take.call(this, handle, micros, scratch);
   };
   t.after(() => {
-    NativeDatabase.prototype.takeCompletions = take;
+    native.dbTakeCompletions = take;
   });
   const db = await items(t, 300);
   for (let round = 0; round < 5; round++) {
@@ -210,4 +210,17 @@ test('a scratch whose memory was taken away: the batch comes in a new Buffer, wh
   }
   assert.equal(detached, 3, 'three scratches were detached');
   assert.ok(scratches.size >= 4, `the database took new scratches (${scratches.size})`);
+});
+
+test('the per-request calls refuse a handle that is no open database of this thread', async (t) => {
+  const native = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const db = await openMemory(t);
+  assert.deepEqual(await db.selectOne('SELECT 1 AS one'), { one: 1 });
+  for (const handle of [0, 0xffffffff]) {
+    assert.throws(() => native.dbRead(handle, 1, 'SELECT 1', [], 0, false), /no open database has this handle/);
+    assert.throws(() => native.dbExecute(handle, 1, 0, 'SELECT 1', [], false), /no open database has this handle/);
+    assert.throws(() => native.dbTakeCompletions(handle, 0, Buffer.alloc(65536)), /no open database has this handle/);
+  }
+  // The database itself is untouched.
+  assert.deepEqual(await db.selectOne('SELECT 2 AS two'), { two: 2 });
 });

@@ -32,11 +32,11 @@ Requests.prototype.convert = function (kind, rowMode, payload) {
   if (Buffer.isBuffer(payload)) captured = Buffer.from(payload);
   return convert.call(this, kind, rowMode, payload);
 };
-const { NativeDatabase } = require(join(root, 'native/quietsqlite.node'));
-const take = NativeDatabase.prototype.takeCompletions;
+const native = require(join(root, 'native/quietsqlite.node'));
+const take = native.dbTakeCompletions;
 const ENTRY_ROWS = 3;
-NativeDatabase.prototype.takeCompletions = function (micros, scratch) {
-  const values = take.call(this, micros, scratch);
+native.dbTakeCompletions = function (handle, micros, scratch) {
+  const values = take(handle, micros, scratch);
   if (values !== undefined && scratch !== undefined && scratch.readUInt32LE(12) === ENTRY_ROWS) {
     const [at, len] = [scratch.readUInt32LE(16), scratch.readUInt32LE(20)];
     captured = Buffer.from(scratch.subarray(at, at + len));
@@ -45,7 +45,7 @@ NativeDatabase.prototype.takeCompletions = function (micros, scratch) {
 };
 await db.selectOne('SELECT * FROM items WHERE id = ?', [1]);
 Requests.prototype.convert = convert;
-NativeDatabase.prototype.takeCompletions = take;
+native.dbTakeCompletions = take;
 await db.close();
 rmSync(dir, { recursive: true, force: true });
 // In a larger buffer at offset 0, as the inline scratch holds it.

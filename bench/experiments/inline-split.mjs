@@ -1,5 +1,5 @@
 // Where the time of an inline point query goes (experiment 022): the whole awaited
-// selectOne, the native readInline call alone (timed through the addon's prototype), the
+// selectOne, the native readInline call alone (timed by replacing the addon's dbReadInline export), the
 // bare native call repeated, and better-sqlite3's get() on the same file, in one process.
 //   node bench/experiments/inline-split.mjs [rounds=3]
 import { createRequire } from 'node:module';
@@ -14,13 +14,13 @@ const BetterSqlite3 = require('better-sqlite3');
 let nativeMs = 0;
 let calls = 0;
 let captured;
-const readInline = native.NativeDatabase.prototype.readInline;
-native.NativeDatabase.prototype.readInline = function (...args) {
+const readInline = native.dbReadInline;
+native.dbReadInline = function (...args) {
   const t = performance.now();
   const r = readInline.apply(this, args);
   nativeMs += performance.now() - t;
   calls++;
-  captured ??= [this, args];
+  captured ??= args;
   return r;
 };
 const dir = mkdtempSync(join(tmpdir(), 'qs-inline-split-'));
@@ -44,11 +44,11 @@ for (let round = 0; round < Number(process.argv[2] ?? 3); round++) {
     n++;
   }
   const whole = per(performance.now() - t, n);
-  const [self, args] = captured;
+  const args = captured;
   t = performance.now();
   let m = 0;
   while (performance.now() - t < 300) {
-    readInline.call(self, args[0], [next()], args[2], args[3]);
+    readInline(args[0], args[1], [next()], args[3], args[4]);
     m++;
   }
   const bare = per(performance.now() - t, m);

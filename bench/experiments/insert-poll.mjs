@@ -14,15 +14,15 @@ const [rootArg, file, samplesArg = '30'] = process.argv.slice(2);
 const root = resolve(rootArg);
 const require = createRequire(import.meta.url);
 const { Database } = require(join(root, 'dist/index.js'));
-const { NativeDatabase } = require(join(root, 'native/quietsqlite.node'));
-const take = NativeDatabase.prototype.takeCompletions;
+const native = require(join(root, 'native/quietsqlite.node'));
+const take = native.dbTakeCompletions;
 let polls = 0;
 let hits = 0;
-NativeDatabase.prototype.takeCompletions = function (us, ...rest) {
+native.dbTakeCompletions = function (handle, us, ...rest) {
   // A take with 0 is the event loop's delivery (experiment 042), not a poll.
-  if (us === 0) return take.call(this, us, ...rest);
+  if (us === 0) return take(handle, us, ...rest);
   polls++;
-  const b = take.call(this, us, ...rest);
+  const b = take(handle, us, ...rest);
   if (b !== undefined) hits++;
   return b;
 };

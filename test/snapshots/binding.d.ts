@@ -19,33 +19,12 @@ export declare class NativeDatabase {
    * refused when larger than `max_bytes` (the largest Buffer).
    */
   serialize(id: number, maxBytes: number, cancellable?: boolean | undefined | null): void
-  /**
-   * A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
-   * `cancellable`: `cancel(id)` may be called for it (see `cancel`).
-   */
-  read(id: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void
-  /**
-   * `inlineReads`: runs a read here, on the JS thread, under the budget. Returns the
-   * result as the completion of `read` would deliver it, or null: not eligible, over
-   * budget, or failed (then `read` runs it on a reader, which reports any error itself).
-   * Rows that fit in `scratch` (a Buffer the caller keeps and decodes at once) are
-   * copied there and their length returned instead: no new Buffer per read (022).
-   * Parameters are converted as `read` converts them (and fail the same way).
-   */
-  readInline(sql: unknown, params: unknown, format: number, scratch: unknown): unknown | null
-  /** A read on the writer connection (inside a transaction: sees its uncommitted writes). */
-  writerRead(id: number, tx: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void
-  execute(id: number, tx: number, sql: unknown, params: unknown, cancellable?: boolean | undefined | null): void
   executeBatch(id: number, tx: number, sql: unknown, paramSets: unknown, cancellable?: boolean | undefined | null): void
   /**
    * `executeBatch` with positional sets packed by the JS side (experiment 005): a few
    * copies instead of one conversion per value; the JS side has validated every value.
    */
   executeBatchPacked(id: number, tx: number, sql: unknown, setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Array<Buffer>, cancellable?: boolean | undefined | null): void
-  /** `mode`: 0 deferred, 1 immediate, 2 exclusive. */
-  begin(id: number, tx: number, mode: number): void
-  commit(id: number, tx: number): void
-  rollback(id: number, tx: number): void
   /**
    * A nested transaction's savepoint at `depth` (1 = first level). `op`: 0 begins it,
    * 1 releases it, 2 rolls back to it (and releases it).
@@ -81,17 +60,10 @@ export declare class NativeDatabase {
   stopAll(): void
   /** Stops delivering completions (after the close completion arrived). */
   dispose(): void
+  /** This database's number for the `db*` functions (handles.rs). */
+  get handle(): number
   /** Keeps the process alive while work is in flight, and lets it exit when idle. */
   keepAlive(on: boolean): void
-  /**
-   * Writes the completions that arrive within `max_micros` (at most 1000) into `scratch`
-   * (batch.rs) and returns the array of their other payloads, null when there are none,
-   * or undefined when nothing came (`{ scratch, values }` when the batch had to go into
-   * a new Buffer, see `batch::write`). The JS thread waits briefly for a result it expects
-   * soon instead of sleeping in the event loop (experiment 019), and takes with 0 when
-   * the completion callback wakes it.
-   */
-  takeCompletions(maxMicros: number, scratch: Buffer): unknown[] | null | undefined | { scratch: Buffer; values: unknown[] | null }
   /**
    * Opens an iterator (`db.iterate`): its chunks arrive as `[rows, done]` completions
    * with `id`; `chunk_rows` rows at most per chunk.
@@ -142,6 +114,36 @@ export declare class NativeDatabase {
    */
   panicOnJsThread(place: number): void
 }
+
+/** BEGIN of transaction `tx` (`mode`: 0 deferred, 1 immediate, 2 exclusive). */
+export declare function dbBegin(handle: number, id: number, tx: number, mode: number): void
+
+/** COMMIT of transaction `tx`. */
+export declare function dbCommit(handle: number, id: number, tx: number): void
+
+/** One statement on the writer (in transaction `tx`, or 0 for none). */
+export declare function dbExecute(handle: number, id: number, tx: number, sql: unknown, params: unknown, cancellable?: boolean | undefined | null): void
+
+/**
+ * `read` of database `handle`: a read on the reader threads. `format`: 0 rows, 1 first row
+ * only, 2 JSON, 3 describe. `cancellable`: `cancel(id)` may be called for it.
+ */
+export declare function dbRead(handle: number, id: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void
+
+/**
+ * `inlineReads`: a read run here, on the JS thread, under the budget (see
+ * `DatabaseState::read_inline`).
+ */
+export declare function dbReadInline(handle: number, sql: unknown, params: unknown, format: number, scratch: unknown): unknown | null
+
+/** ROLLBACK of transaction `tx`. */
+export declare function dbRollback(handle: number, id: number, tx: number): void
+
+/** Takes the completions of database `handle` (see `DatabaseState::take_completions`). */
+export declare function dbTakeCompletions(handle: number, maxMicros: number, scratch: Buffer): unknown[] | null | undefined | { scratch: Buffer; values: unknown[] | null }
+
+/** A read on the writer connection (inside transaction `tx`: sees its uncommitted writes). */
+export declare function dbWriterRead(handle: number, id: number, tx: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void
 
 /** `iterate()`'s rows per chunk when `chunkSize` is not given. */
 export declare const DEFAULT_CHUNK_ROWS: number

@@ -6,6 +6,7 @@ mod batch;
 #[cfg(feature = "test-hooks")]
 mod experiments;
 mod functions;
+mod handles;
 mod sink;
 mod values;
 
@@ -20,6 +21,7 @@ use quietsqlite_core::{
     Statements, TxMode, WriteJob, WriteKind,
 };
 use sink::NodeSink;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 use values::ParamError;
@@ -162,16 +164,35 @@ fn make_key(bytes: &[u8], raw: bool, cipher: Option<&str>) -> std::result::Resul
 
 #[napi]
 pub struct NativeDatabase {
+    /// What every call uses; shared with this thread's table of open databases, through
+    /// which the calls made per request reach it without the class receiver (handles.rs).
+    state: Rc<DatabaseState>,
+    /// This database's number in that table.
+    handle: u32,
+    cleanup: sink::CleanupHook,
+}
+
+/// A database's state, for the class's methods (through `Deref`) and for the calls made per
+/// request (`db*` functions, by handle).
+pub struct DatabaseState {
+    /// `inlineReads`: the JS thread's own read connection (`read_inline`); used and dropped
+    /// on the JS thread only. First, so that it closes first however the state is dropped
+    /// (see `NativeDatabase`'s drop).
+    inline: std::cell::RefCell<Option<InlineReader>>,
     db: Database,
     sink: Arc<NodeSink>,
-    cleanup: sink::CleanupHook,
     /// Prepared statements: the SQL of each id (`prepare_statement`).
     statements: Statements,
     /// Carries user-defined function calls to JS; made by the first `define_function`.
     caller: std::sync::OnceLock<Arc<functions::Caller>>,
-    /// `inlineReads`: the JS thread's own read connection (`read_inline`); used and dropped
-    /// on the JS thread only.
-    inline: std::cell::RefCell<Option<InlineReader>>,
+}
+
+impl std::ops::Deref for NativeDatabase {
+    type Target = DatabaseState;
+
+    fn deref(&self) -> &DatabaseState {
+        &self.state
+    }
 }
 
 fn tx_of(tx: u32) -> Option<u32> {
@@ -264,100 +285,6 @@ impl NativeDatabase {
         })
     }
 
-    /// A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
-    /// `cancellable`: `cancel(id)` may be called for it (see `cancel`).
-    #[napi]
-    pub fn read(&self, env: Env, id: u32, sql: Unknown, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
-        guard(&env, || {
-            // SAFETY: the JS thread, this call's env, and a value of this call.
-            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-            let sql = self.sql_of(&env, sql)?;
-            self.db
-                .read(ReadJob { id, sql, params, format: read_format(format), cancellable: cancellable.unwrap_or(false) })
-                .map_err(|e| core_error(&env, e))
-        })
-    }
-
-    /// `inlineReads`: runs a read here, on the JS thread, under the budget. Returns the
-    /// result as the completion of `read` would deliver it, or null: not eligible, over
-    /// budget, or failed (then `read` runs it on a reader, which reports any error itself).
-    /// Rows that fit in `scratch` (a Buffer the caller keeps and decodes at once) are
-    /// copied there and their length returned instead: no new Buffer per read (022).
-    /// Parameters are converted as `read` converts them (and fail the same way).
-    #[napi]
-    pub fn read_inline(
-        &self,
-        env: Env,
-        sql: Unknown,
-        params: Unknown,
-        format: u32,
-        scratch: Unknown,
-    ) -> Result<Option<Unknown<'_>>> {
-        guard(&env, || {
-            let format = read_format(format);
-            // Not re-entrant (nothing here calls JS); a nested call just declines.
-            let Ok(mut slot) = self.inline.try_borrow_mut() else { return Ok(None) };
-            let Some(inline) = slot.as_mut() else { return Ok(None) };
-            if self.db.is_closed() {
-                return Ok(None);
-            }
-            let sql = self.sql_of(&env, sql)?;
-            if !inline.wants(&sql, format) {
-                return Ok(None);
-            }
-            // SAFETY: the JS thread, this call's env, and a value of this call.
-            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-            let out = match inline.run(&sql, &params, format) {
-                Ok(Inline::Done(out)) => out,
-                Ok(Inline::OverBudget | Inline::NotEligible) | Err(_) => return Ok(None),
-            };
-            // SAFETY: the JS thread, this call's env and values of this call; the value made
-            // is returned at once.
-            unsafe {
-                let v = match out {
-                    ReadOutput::Rows(rows) if values::copy_into(env.raw(), scratch.raw(), &rows.bytes) => {
-                        values::number(env.raw(), rows.bytes.len() as f64)
-                    }
-                    // JSON is handed to the caller: always a Buffer of its own.
-                    other => values::read_output_to_js(env.raw(), other),
-                }
-                .map_err(|s| napi::Error::from_status(Status::from(s)))?;
-                Ok(Some(Unknown::from_raw_unchecked(env.raw(), v)))
-            }
-        })
-    }
-
-    /// A read on the writer connection (inside a transaction: sees its uncommitted writes).
-    #[napi]
-    #[allow(clippy::too_many_arguments)]
-    pub fn writer_read(
-        &self,
-        env: Env,
-        id: u32,
-        tx: u32,
-        sql: Unknown,
-        params: Unknown,
-        format: u32,
-        cancellable: Option<bool>,
-    ) -> Result<()> {
-        guard(&env, || {
-            // SAFETY: the JS thread, this call's env, and a value of this call.
-            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-            let sql = self.sql_of(&env, sql)?;
-            self.submit(&env, id, tx, WriteKind::Read { sql, params, format: read_format(format) }, cancellable)
-        })
-    }
-
-    #[napi]
-    pub fn execute(&self, env: Env, id: u32, tx: u32, sql: Unknown, params: Unknown, cancellable: Option<bool>) -> Result<()> {
-        guard(&env, || {
-            // SAFETY: the JS thread, this call's env, and a value of this call.
-            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-            let sql = self.sql_of(&env, sql)?;
-            self.submit(&env, id, tx, WriteKind::Execute { sql, params }, cancellable)
-        })
-    }
-
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn execute_batch(
@@ -408,33 +335,6 @@ impl NativeDatabase {
             packed.check().map_err(|e| core_error(&env, e))?;
             let sql = self.sql_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Packed(packed) }, cancellable)
-        })
-    }
-
-    /// `mode`: 0 deferred, 1 immediate, 2 exclusive.
-    #[napi]
-    pub fn begin(&self, env: Env, id: u32, tx: u32, mode: u32) -> Result<()> {
-        guard(&env, || {
-            let mode = match mode {
-                0 => TxMode::Deferred,
-                2 => TxMode::Exclusive,
-                _ => TxMode::Immediate,
-            };
-            self.submit(&env, id, tx, WriteKind::Begin { mode }, None)
-        })
-    }
-
-    #[napi]
-    pub fn commit(&self, env: Env, id: u32, tx: u32) -> Result<()> {
-        guard(&env, || {
-            self.submit(&env, id, tx, WriteKind::Commit, None)
-        })
-    }
-
-    #[napi]
-    pub fn rollback(&self, env: Env, id: u32, tx: u32) -> Result<()> {
-        guard(&env, || {
-            self.submit(&env, id, tx, WriteKind::Rollback, None)
         })
     }
 
@@ -569,6 +469,12 @@ impl NativeDatabase {
         })
     }
 
+    /// This database's number for the `db*` functions (handles.rs).
+    #[napi(getter)]
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
     /// Keeps the process alive while work is in flight, and lets it exit when idle.
     #[napi]
     pub fn keep_alive(&self, env: Env, on: bool) -> Result<()> {
@@ -576,35 +482,6 @@ impl NativeDatabase {
             // SAFETY: the JS thread, with this call's env (the tsfn's own env).
             unsafe { self.sink.set_ref(env.raw(), on) }
             Ok(())
-        })
-    }
-
-    /// Writes the completions that arrive within `max_micros` (at most 1000) into `scratch`
-    /// (batch.rs) and returns the array of their other payloads, null when there are none,
-    /// or undefined when nothing came (`{ scratch, values }` when the batch had to go into
-    /// a new Buffer, see `batch::write`). The JS thread waits briefly for a result it expects
-    /// soon instead of sleeping in the event loop (experiment 019), and takes with 0 when
-    /// the completion callback wakes it.
-    #[napi(ts_args_type = "maxMicros: number, scratch: Buffer", ts_return_type = "unknown[] | null | undefined | { scratch: Buffer; values: unknown[] | null }")]
-    pub fn take_completions(&self, env: Env, max_micros: u32, scratch: Unknown) -> Result<Unknown<'_>> {
-        guard(&env, || {
-            let max = Duration::from_micros(u64::from(max_micros.min(1000)));
-            // A write in flight: the result may come from the writer (see core's spin.rs).
-            let yield_first = max_micros > 0 && self.db.writes_unfinished();
-            // SAFETY: the JS thread, with this call's env and a value of this call.
-            let taken = unsafe { self.sink.take_within(env.raw(), max, yield_first, scratch.raw()) }
-                .map_err(|status| napi::Error::from_status(Status::from(status)))?;
-            let raw = match taken {
-                Some(values) => values,
-                None => {
-                    let mut undefined = std::ptr::null_mut();
-                    // SAFETY: the JS thread, with this call's env.
-                    unsafe { sys::napi_get_undefined(env.raw(), &mut undefined) };
-                    undefined
-                }
-            };
-            // SAFETY: a value created in this call's scope.
-            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), raw) })
         })
     }
 
@@ -769,9 +646,9 @@ impl NativeDatabase {
     }
 }
 
-
 impl Drop for NativeDatabase {
     fn drop(&mut self) {
+        handles::remove(self.handle);
         // Collected without close(): the core drains and stops its threads; nothing more
         // may reach JS. Runs in a finalizer: a panic must not unwind into Node.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -788,7 +665,6 @@ impl Drop for NativeDatabase {
         }));
     }
 }
-
 
 impl NativeDatabase {
     /// What the constructor and `deserialize` share: the completion channel, the options,
@@ -830,18 +706,152 @@ impl NativeDatabase {
             .inline_budget_us
             .filter(|&us| us > 0)
             .map(|us| db.inline_reader(Duration::from_micros(us.into())));
-        Ok(NativeDatabase {
+        let state = Rc::new(DatabaseState {
             db,
             sink,
-            cleanup,
             statements: Statements::default(),
             caller: std::sync::OnceLock::new(),
             inline: std::cell::RefCell::new(inline),
-        })
+        });
+        let handle = handles::add(env.raw(), state.clone());
+        Ok(NativeDatabase { state, handle, cleanup })
     }
 }
 
-impl NativeDatabase {
+impl DatabaseState {
+    /// A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
+    /// `cancellable`: `cancel(id)` may be called for it (see `cancel`).
+    pub fn read(&self, env: Env, id: u32, sql: Unknown, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
+        guard(&env, || {
+            // SAFETY: the JS thread, this call's env, and a value of this call.
+            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
+            self.db
+                .read(ReadJob { id, sql, params, format: read_format(format), cancellable: cancellable.unwrap_or(false) })
+                .map_err(|e| core_error(&env, e))
+        })
+    }
+
+    /// `inlineReads`: runs a read here, on the JS thread, under the budget. Returns the
+    /// result as the completion of `read` would deliver it, or null: not eligible, over
+    /// budget, or failed (then `read` runs it on a reader, which reports any error itself).
+    /// Rows that fit in `scratch` (a Buffer the caller keeps and decodes at once) are
+    /// copied there and their length returned instead: no new Buffer per read (022).
+    /// Parameters are converted as `read` converts them (and fail the same way).
+    pub fn read_inline(
+        &self,
+        env: Env,
+        sql: Unknown,
+        params: Unknown,
+        format: u32,
+        scratch: Unknown,
+    ) -> Result<Option<Unknown<'static>>> {
+        guard(&env, || {
+            let format = read_format(format);
+            // Not re-entrant (nothing here calls JS); a nested call just declines.
+            let Ok(mut slot) = self.inline.try_borrow_mut() else { return Ok(None) };
+            let Some(inline) = slot.as_mut() else { return Ok(None) };
+            if self.db.is_closed() {
+                return Ok(None);
+            }
+            let sql = self.sql_of(&env, sql)?;
+            if !inline.wants(&sql, format) {
+                return Ok(None);
+            }
+            // SAFETY: the JS thread, this call's env, and a value of this call.
+            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let out = match inline.run(&sql, &params, format) {
+                Ok(Inline::Done(out)) => out,
+                Ok(Inline::OverBudget | Inline::NotEligible) | Err(_) => return Ok(None),
+            };
+            // SAFETY: the JS thread, this call's env and values of this call; the value made
+            // is returned at once.
+            unsafe {
+                let v = match out {
+                    ReadOutput::Rows(rows) if values::copy_into(env.raw(), scratch.raw(), &rows.bytes) => {
+                        values::number(env.raw(), rows.bytes.len() as f64)
+                    }
+                    // JSON is handed to the caller: always a Buffer of its own.
+                    other => values::read_output_to_js(env.raw(), other),
+                }
+                .map_err(|s| napi::Error::from_status(Status::from(s)))?;
+                Ok(Some(Unknown::from_raw_unchecked(env.raw(), v)))
+            }
+        })
+    }
+
+    /// A read on the writer connection (inside a transaction: sees its uncommitted writes).
+    #[allow(clippy::too_many_arguments)]
+    pub fn writer_read(&self, env: Env, id: u32, tx: u32, sql: Unknown, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
+        guard(&env, || {
+            // SAFETY: the JS thread, this call's env, and a value of this call.
+            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
+            self.submit(&env, id, tx, WriteKind::Read { sql, params, format: read_format(format) }, cancellable)
+        })
+    }
+
+    pub fn execute(&self, env: Env, id: u32, tx: u32, sql: Unknown, params: Unknown, cancellable: Option<bool>) -> Result<()> {
+        guard(&env, || {
+            // SAFETY: the JS thread, this call's env, and a value of this call.
+            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let sql = self.sql_of(&env, sql)?;
+            self.submit(&env, id, tx, WriteKind::Execute { sql, params }, cancellable)
+        })
+    }
+
+    /// `mode`: 0 deferred, 1 immediate, 2 exclusive.
+    pub fn begin(&self, env: Env, id: u32, tx: u32, mode: u32) -> Result<()> {
+        guard(&env, || {
+            let mode = match mode {
+                0 => TxMode::Deferred,
+                2 => TxMode::Exclusive,
+                _ => TxMode::Immediate,
+            };
+            self.submit(&env, id, tx, WriteKind::Begin { mode }, None)
+        })
+    }
+
+    pub fn commit(&self, env: Env, id: u32, tx: u32) -> Result<()> {
+        guard(&env, || {
+            self.submit(&env, id, tx, WriteKind::Commit, None)
+        })
+    }
+
+    pub fn rollback(&self, env: Env, id: u32, tx: u32) -> Result<()> {
+        guard(&env, || {
+            self.submit(&env, id, tx, WriteKind::Rollback, None)
+        })
+    }
+
+    /// Writes the completions that arrive within `max_micros` (at most 1000) into `scratch`
+    /// (batch.rs) and returns the array of their other payloads, null when there are none,
+    /// or undefined when nothing came (`{ scratch, values }` when the batch had to go into
+    /// a new Buffer, see `batch::write`). The JS thread waits briefly for a result it expects
+    /// soon instead of sleeping in the event loop (experiment 019), and takes with 0 when
+    /// the completion callback wakes it.
+    pub fn take_completions(&self, env: Env, max_micros: u32, scratch: Unknown) -> Result<Unknown<'static>> {
+        guard(&env, || {
+            let max = Duration::from_micros(u64::from(max_micros.min(1000)));
+            // A write in flight: the result may come from the writer (see core's spin.rs).
+            let yield_first = max_micros > 0 && self.db.writes_unfinished();
+            // SAFETY: the JS thread, with this call's env and a value of this call.
+            let taken = unsafe { self.sink.take_within(env.raw(), max, yield_first, scratch.raw()) }
+                .map_err(|status| napi::Error::from_status(Status::from(status)))?;
+            let raw = match taken {
+                Some(values) => values,
+                None => {
+                    let mut undefined = std::ptr::null_mut();
+                    // SAFETY: the JS thread, with this call's env.
+                    unsafe { sys::napi_get_undefined(env.raw(), &mut undefined) };
+                    undefined
+                }
+            };
+            // SAFETY: a value created in this call's scope.
+            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), raw) })
+        })
+    }
+
     /// `sql` as the JS layer sends it: SQL text, or the id (a number) of a prepared statement.
     /// Text is read straight away (no type check first: the hot path of every query); only
     /// when Node-API says it is not a string is it taken as an id.
@@ -866,4 +876,63 @@ impl NativeDatabase {
         let job = WriteJob { id, tx: tx_of(tx), kind, cancellable: cancellable.unwrap_or(false) };
         self.db.write(job).map_err(|e| core_error(env, e))
     }
+}
+
+// The calls made for every request go through these functions, by the database's number,
+// and not through the class's methods: napi-rs checks a method's receiver by locking a
+// process-wide table of borrows, which cost ~470 ns per call here against ~200 ns for the
+// whole call of a function (docs/experiments/046-calls-by-handle.md).
+
+/// `read` of database `handle`: a read on the reader threads. `format`: 0 rows, 1 first row
+/// only, 2 JSON, 3 describe. `cancellable`: `cancel(id)` may be called for it.
+#[napi]
+pub fn db_read(env: Env, handle: u32, id: u32, sql: Unknown, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
+    handles::get(&env, handle)?.read(env, id, sql, params, format, cancellable)
+}
+
+/// `inlineReads`: a read run here, on the JS thread, under the budget (see
+/// `DatabaseState::read_inline`).
+#[napi]
+pub fn db_read_inline(env: Env, handle: u32, sql: Unknown, params: Unknown, format: u32, scratch: Unknown) -> Result<Option<Unknown<'static>>> {
+    handles::get(&env, handle)?.read_inline(env, sql, params, format, scratch)
+}
+
+/// A read on the writer connection (inside transaction `tx`: sees its uncommitted writes).
+#[napi]
+#[allow(clippy::too_many_arguments)]
+pub fn db_writer_read(env: Env, handle: u32, id: u32, tx: u32, sql: Unknown, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
+    handles::get(&env, handle)?.writer_read(env, id, tx, sql, params, format, cancellable)
+}
+
+/// One statement on the writer (in transaction `tx`, or 0 for none).
+#[napi]
+pub fn db_execute(env: Env, handle: u32, id: u32, tx: u32, sql: Unknown, params: Unknown, cancellable: Option<bool>) -> Result<()> {
+    handles::get(&env, handle)?.execute(env, id, tx, sql, params, cancellable)
+}
+
+/// BEGIN of transaction `tx` (`mode`: 0 deferred, 1 immediate, 2 exclusive).
+#[napi]
+pub fn db_begin(env: Env, handle: u32, id: u32, tx: u32, mode: u32) -> Result<()> {
+    handles::get(&env, handle)?.begin(env, id, tx, mode)
+}
+
+/// COMMIT of transaction `tx`.
+#[napi]
+pub fn db_commit(env: Env, handle: u32, id: u32, tx: u32) -> Result<()> {
+    handles::get(&env, handle)?.commit(env, id, tx)
+}
+
+/// ROLLBACK of transaction `tx`.
+#[napi]
+pub fn db_rollback(env: Env, handle: u32, id: u32, tx: u32) -> Result<()> {
+    handles::get(&env, handle)?.rollback(env, id, tx)
+}
+
+/// Takes the completions of database `handle` (see `DatabaseState::take_completions`).
+#[napi(
+    ts_args_type = "handle: number, maxMicros: number, scratch: Buffer",
+    ts_return_type = "unknown[] | null | undefined | { scratch: Buffer; values: unknown[] | null }"
+)]
+pub fn db_take_completions(env: Env, handle: u32, max_micros: u32, scratch: Unknown) -> Result<Unknown<'static>> {
+    handles::get(&env, handle)?.take_completions(env, max_micros, scratch)
 }
