@@ -75,8 +75,7 @@ pub struct EncodedRows {
 /// Collects rows of one result set.
 pub struct RowEncoder {
     cols: usize,
-    names: Vec<u8>,
-    /// `names_hash(&names)`: lets the JS side find the row builder of a column list it has
+    /// `names_hash` of the names section: lets the JS side find the row builder of a column list it has
     /// seen without decoding the names (it compares the bytes before it trusts a match).
     names_hash: u32,
     /// The growing sections, from this thread's spares (given back on drop).
@@ -91,19 +90,20 @@ pub struct RowEncoder {
 }
 
 impl RowEncoder {
-    pub fn new<'a>(names: impl Iterator<Item = &'a str>) -> Self {
-        let mut buf = Vec::new();
+    /// An encoder for a result with these column names. Its buffers, the names' too, come
+    /// from this thread's spares: a small result makes no allocation but its own buffer.
+    pub fn new(names: impl IntoIterator<Item = impl AsRef<str>>) -> Self {
+        let mut sections = Sections::take();
         let mut cols = 0;
         for n in names {
-            buf.extend_from_slice(n.as_bytes());
-            buf.push(0);
+            sections.names.extend_from_slice(n.as_ref().as_bytes());
+            sections.names.push(0);
             cols += 1;
         }
         RowEncoder {
             cols,
-            names_hash: names_hash(&buf),
-            names: buf,
-            sections: Sections::take(),
+            names_hash: names_hash(&sections.names),
+            sections,
             open: None,
             text_units: 0,
             ascii: true,
@@ -232,7 +232,7 @@ impl RowEncoder {
         let cells = self.sections.tags.len();
         let chunk_table = (self.sections.row_chunks.len() + self.sections.cell_chunks.len()) * 8;
         let mut len = HEADER_BYTES + cells * 8 + self.sections.bigs.len() * 8 + chunk_table;
-        len += cells + self.names.len() + self.sections.text.len() + self.sections.blobs.len();
+        len += cells + self.sections.names.len() + self.sections.text.len() + self.sections.blobs.len();
         // A kept buffer is already resident (at most a quarter larger than the result, which
         // holds on to it). A new one gets a sixteenth more, so that when it comes back it can
         // serve a slightly larger result. Small results (most of them) do not look: the pool
@@ -245,7 +245,7 @@ impl RowEncoder {
             self.rows,
             self.cols as u32,
             if self.ascii { FLAG_ASCII_TEXT } else { 0 },
-            self.names.len() as u32,
+            self.sections.names.len() as u32,
             (self.sections.row_chunks.len() / 3) as u32,
             (self.sections.cell_chunks.len() / 2) as u32,
             self.sections.bigs.len() as u32,
@@ -265,7 +265,7 @@ impl RowEncoder {
             out.extend_from_slice(&c.to_le_bytes());
         }
         out.extend_from_slice(&self.sections.tags);
-        out.extend_from_slice(&self.names);
+        out.extend_from_slice(&self.sections.names);
         out.extend_from_slice(&self.sections.text);
         out.extend_from_slice(&self.sections.blobs);
         debug_assert_eq!(out.len(), len);
@@ -290,6 +290,8 @@ pub const RETAINED_SECTION_BYTES: usize = 4 * 1024 * 1024;
 /// A RowEncoder's growable sections, kept per thread between results.
 #[derive(Default)]
 struct Sections {
+    /// The column names, each followed by a NUL.
+    names: Vec<u8>,
     tags: Vec<u8>,
     nums: Vec<f64>,
     bigs: Vec<i64>,
@@ -313,7 +315,8 @@ impl Sections {
     }
 
     fn capacity_bytes(&self) -> usize {
-        self.tags.capacity()
+        self.names.capacity()
+            + self.tags.capacity()
             + 8 * (self.nums.capacity() + self.bigs.capacity())
             + 8 * (self.row_chunks.capacity() + self.cell_chunks.capacity())
             + self.text.capacity()
@@ -325,6 +328,7 @@ impl Sections {
         if self.capacity_bytes() > RETAINED_SECTION_BYTES {
             return;
         }
+        self.names.clear();
         self.tags.clear();
         self.nums.clear();
         self.bigs.clear();
@@ -605,6 +609,27 @@ mod tests {
             let holder = RowEncoder::new(["x"].into_iter());
             assert_eq!(every_section().bytes, fresh.bytes, "beside an open encoder");
             drop(holder);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn names_in_kept_sections_are_only_this_results() {
+        let one = |names: &[&str]| {
+            let mut e = RowEncoder::new(names.iter().copied());
+            for _ in names {
+                e.push_value(ValueRef::Integer(1));
+            }
+            e.end_row();
+            e.finish().bytes
+        };
+        let fresh = std::thread::spawn(move || one(&["x"])).join().unwrap();
+        std::thread::spawn(move || {
+            drop(one(&["a_longer_column_name", "b"]));
+            assert!(spare_text_capacity().is_some(), "sections kept, names and all");
+            assert_eq!(one(&["x"]), fresh);
+            assert_eq!(header(&fresh, 4), 2, "x and its NUL");
         })
         .join()
         .unwrap();

@@ -22,14 +22,16 @@ pub struct JsonWriter {
 }
 
 impl JsonWriter {
-    pub fn new<'a>(names: impl Iterator<Item = &'a str>) -> Self {
+    pub fn new(names: impl IntoIterator<Item = impl AsRef<str>>) -> Self {
         Self::new_in(names, &buffer_pool::RESULTS)
     }
 
-    pub fn new_in<'a>(names: impl Iterator<Item = &'a str>, pool: &'static Pool) -> Self {
+    pub fn new_in(names: impl IntoIterator<Item = impl AsRef<str>>, pool: &'static Pool) -> Self {
         let keys = names
+            .into_iter()
             .enumerate()
             .map(|(i, n)| {
+                let n = n.as_ref();
                 let mut k = Vec::with_capacity(n.len() + 4);
                 k.push(if i == 0 { b'{' } else { b',' });
                 write_string(&mut k, n.as_bytes());

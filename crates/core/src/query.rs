@@ -167,9 +167,13 @@ impl RowSink for JsonWriter {
 /// names are read after the first step: a statement prepared before a schema change is
 /// re-prepared by that step and may come back with other columns (`SELECT *` after
 /// `ALTER TABLE ... ADD COLUMN`). (`returned_rows` is the same walk over rusqlite's rows.)
-fn collect<S: RowSink>(stmt: &mut RawStatement, limit: u32, make: impl FnOnce(&[String]) -> S) -> Result<S> {
+fn collect<S: RowSink>(
+    stmt: &mut RawStatement,
+    limit: u32,
+    make: impl FnOnce(&mut dyn Iterator<Item = std::borrow::Cow<'_, str>>) -> S,
+) -> Result<S> {
     let more = stmt.step()?;
-    let mut sink = make(&stmt.column_names()?);
+    let mut sink = make(&mut stmt.column_names()?);
     if more && limit > 0 {
         sink.push_row(stmt)?;
         while sink.rows() < limit && stmt.step()? {
@@ -182,11 +186,11 @@ fn collect<S: RowSink>(stmt: &mut RawStatement, limit: u32, make: impl FnOnce(&[
 fn step_read(stmt: &mut RawStatement, format: ReadFormat) -> Result<ReadOutput> {
     match format {
         ReadFormat::Rows { max_rows } => {
-            let enc = collect(stmt, max_rows.unwrap_or(u32::MAX), |n| RowEncoder::new(n.iter().map(String::as_str)))?;
+            let enc = collect(stmt, max_rows.unwrap_or(u32::MAX), |n| RowEncoder::new(n))?;
             Ok(ReadOutput::Rows(enc.finish()))
         }
         ReadFormat::Json => {
-            let w = collect(stmt, u32::MAX, |n| JsonWriter::new(n.iter().map(String::as_str)))?;
+            let w = collect(stmt, u32::MAX, |n| JsonWriter::new(n))?;
             Ok(ReadOutput::Json(w.finish()))
         }
         ReadFormat::Describe => Err(Error::Internal("describe reached the row path".into())),

@@ -103,20 +103,26 @@ impl RawStatement {
         unsafe { ffi::sqlite3_column_count(self.stmt) as usize }
     }
 
-    /// The result's column names; read after the first step (a re-prepare may change them).
-    pub(crate) fn column_names(&self) -> Result<Vec<String>> {
-        (0..self.column_count() as c_int)
-            .map(|i| {
-                // SAFETY: `i` is a column of the statement; the name is NUL-terminated and
-                // copied before the next call on the statement can free it. Null means
-                // SQLite ran out of memory.
-                let name = unsafe { ffi::sqlite3_column_name(self.stmt, i) };
-                if name.is_null() {
-                    return Err(Error::sqlite(ffi::SQLITE_NOMEM, "out of memory reading a column name"));
-                }
-                Ok(unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned())
-            })
-            .collect()
+    /// The result's column names, borrowed from the statement: no copy per name (they are
+    /// read for every result). Read after the first step (a re-prepare may change them);
+    /// the borrow ends before the next step, which may free them.
+    pub(crate) fn column_names(&self) -> Result<impl Iterator<Item = std::borrow::Cow<'_, str>> + '_> {
+        let name = |i: c_int| {
+            // SAFETY: `i` is a column of the statement (below its count), on the thread that
+            // owns it. Null means SQLite ran out of memory.
+            unsafe { ffi::sqlite3_column_name(self.stmt, i) }
+        };
+        let count = self.column_count() as c_int;
+        // Checked first, so that the names handed out are all there.
+        if (0..count).any(|i| name(i).is_null()) {
+            return Err(Error::sqlite(ffi::SQLITE_NOMEM, "out of memory reading a column name"));
+        }
+        Ok((0..count).map(move |i| {
+            // SAFETY: not null (checked above; a second call returns the name already made),
+            // NUL-terminated, and valid while `self` is borrowed: only a step (`&mut self`),
+            // a re-prepare inside one, or the finalize on drop frees it.
+            unsafe { CStr::from_ptr(name(i)) }.to_string_lossy()
+        }))
     }
 }
 

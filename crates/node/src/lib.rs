@@ -2,6 +2,7 @@
 //! out (`sink`, written by `batch`); every rule about SQL, threads and caching lives in
 //! quietsqlite-core.
 
+mod allocator;
 mod batch;
 #[cfg(feature = "test-hooks")]
 mod experiments;
@@ -9,6 +10,10 @@ mod functions;
 mod handles;
 mod sink;
 mod values;
+
+/// Small blocks from mimalloc, large ones from the system (allocator.rs).
+#[global_allocator]
+static ALLOCATOR: allocator::Allocator = allocator::Allocator;
 
 use napi::bindgen_prelude::*;
 use napi::sys;
