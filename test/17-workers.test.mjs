@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { spawnSync } from 'node:child_process';
 import { Database, openMemory, tempDir } from './fixtures/helpers.mjs';
 
 const WORKER = new URL('./fixtures/worker.mjs', import.meta.url);
@@ -76,4 +77,38 @@ test('terminating a Worker with queries in flight does not crash the process', {
   // And a fresh worker still works after the terminations.
   const w = new Worker(WORKER, { workerData: { mode: 'work', name: 'late', rows: 10, path: join(dir, 'late.db') } });
   assert.deepStrictEqual((await firstMessage(w)).totals, { n: 12, s: 42, owners: 1 });
+});
+
+test('Workers that load the addon one after another work and leave no memory behind', { skip: process.platform !== 'linux' && 'reads /proc', timeout: 60_000 }, () => {
+  // The main thread never loads the addon, so each Worker is the first environment to
+  // register it since the last one ended. mimalloc 3 as the addon's allocator crashed the
+  // process (SIGSEGV in its thread setup) in the second Worker (docs/experiments/048); and
+  // an allocator that reserved its address space again per load would grow by it per round.
+  const root = new URL('..', import.meta.url).pathname;
+  const worker = `import { createRequire } from 'node:module';
+const require = createRequire(${JSON.stringify(root)});
+const { Database } = require('./dist/index.js');
+const db = await Database.open(':memory:', { readers: 1 });
+await db.execute('CREATE TABLE t(x)');
+await db.executeBatch('INSERT INTO t VALUES (?)', Array.from({ length: 2000 }, (_, i) => [i]));
+if ((await db.select('SELECT x FROM t')).length !== 2000) throw new Error('wrong row count');
+await db.close();
+`;
+  const source = `import { Worker } from 'node:worker_threads';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+const vmKiB = () => Number(/VmSize:\\s+(\\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))[1]);
+const sizes = [];
+for (let round = 0; round < 6; round++) {
+  const w = new Worker(${JSON.stringify(worker)}, { eval: true });
+  const [code] = await once(w, 'exit');
+  if (code !== 0) throw new Error('worker exited with ' + code);
+  sizes.push(vmKiB());
+}
+process.stdout.write(JSON.stringify(sizes));`;
+  const res = spawnSync(process.execPath, ['--input-type=module', '-e', source], { encoding: 'utf8' });
+  assert.equal(res.status, 0, res.stderr);
+  const sizes = JSON.parse(res.stdout);
+  const growthMiB = (sizes[sizes.length - 1] - sizes[0]) / 1024;
+  assert.ok(growthMiB < 256, `address space grew by ${growthMiB.toFixed(0)} MiB over 5 rounds: ${sizes.join(', ')} KiB`);
 });

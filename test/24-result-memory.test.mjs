@@ -175,7 +175,7 @@ out({
 });
 
 test('a Worker that loaded the addon alone leaves no pool thread behind', { skip: process.platform !== 'linux' && 'reads /proc' }, () => {
-  // Node unloads an addon that only Workers loaded when the last of them ends; the pool's
+  // Node may unload an addon that only Workers loaded when the last of them ends; the pool's
   // thread must be gone by then. The main thread here never loads the addon.
   const worker = `import { createRequire } from 'node:module';
 import { parentPort } from 'node:worker_threads';

@@ -197,19 +197,15 @@ fn step_read(stmt: &mut RawStatement, format: ReadFormat) -> Result<ReadOutput> 
     }
 }
 
-fn names_of(stmt: &rusqlite::Statement<'_>) -> Vec<String> {
-    stmt.column_names().into_iter().map(str::to_owned).collect()
-}
-
 /// The rows an `execute` statement returns (RETURNING), stepped to the end; column names
 /// are read after the first step, as in `collect`.
 fn returned_rows(stmt: &mut rusqlite::Statement<'_>) -> Result<RowEncoder> {
     let mut rows = stmt.raw_query();
     let Some(first) = rows.next()? else {
         drop(rows);
-        return Ok(RowEncoder::new(names_of(stmt).iter().map(String::as_str)));
+        return Ok(RowEncoder::new(stmt.column_names()));
     };
-    let mut enc = RowEncoder::new(names_of(first.as_ref()).iter().map(String::as_str));
+    let mut enc = RowEncoder::new(first.as_ref().column_names());
     enc.push_row(first)?;
     while let Some(row) = rows.next()? {
         enc.push_row(row)?;

@@ -118,10 +118,17 @@ impl RawStatement {
             return Err(Error::sqlite(ffi::SQLITE_NOMEM, "out of memory reading a column name"));
         }
         Ok((0..count).map(move |i| {
-            // SAFETY: not null (checked above; a second call returns the name already made),
-            // NUL-terminated, and valid while `self` is borrowed: only a step (`&mut self`),
-            // a re-prepare inside one, or the finalize on drop frees it.
-            unsafe { CStr::from_ptr(name(i)) }.to_string_lossy()
+            let p = name(i);
+            if p.is_null() {
+                // Not seen: SQLite keeps a UTF-8 name once made, and the check above made them
+                // all. Were it to fail now, an empty name beats reading through null.
+                debug_assert!(false, "a column name vanished between two calls");
+                return std::borrow::Cow::Borrowed("");
+            }
+            // SAFETY: not null, NUL-terminated, and valid while `self` is borrowed: only a
+            // step (`&mut self`, which may re-prepare), the finalize on drop, or a call of
+            // `sqlite3_column_name16` on the handle (not made anywhere) frees it.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy()
         }))
     }
 }

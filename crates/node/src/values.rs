@@ -274,8 +274,9 @@ unsafe extern "C" fn free_vec(_env: sys::napi_env, _data: *mut c_void, hint: *mu
 
 /// Runs once in each environment that loads the addon (the main thread, each Worker): the
 /// result pool keeps buffers only while one is running, and when the last one ends it frees
-/// them and joins its thread, before Node may unload the library (Node unloads an addon
-/// that only Workers loaded when the last of them ends).
+/// them and joins its thread, before Node could unload the library (it unloads an addon
+/// that only Workers loaded when the last of them ends, unless the library says no: on
+/// Linux napi-build links ours with `-z nodelete`).
 #[napi_derive::napi(module_exports)]
 pub fn start_result_pool(_exports: napi::bindgen_prelude::Object<'_>, env: napi::Env) -> napi::Result<()> {
     buffer_pool::RESULTS.environment_started();
