@@ -75,8 +75,9 @@ pub struct EncodedRows {
 /// Collects rows of one result set.
 pub struct RowEncoder {
     cols: usize,
-    /// `names_hash` of the names section: lets the JS side find the row builder of a column list it has
-    /// seen without decoding the names (it compares the bytes before it trusts a match).
+    /// `names_hash` of the names section: lets the JS side find the row builder of a column
+    /// list it has seen without decoding the names (it compares the bytes before it trusts a
+    /// match).
     names_hash: u32,
     /// The growing sections, from this thread's spares (given back on drop).
     sections: Sections,
