@@ -148,6 +148,9 @@ impl ColumnValues for RawStatement {
     /// The value of column `col` of the current row. The slices borrow SQLite's copy, valid
     /// until the statement steps, resets or is finalized: all need the borrow to end first.
     /// Callers pass columns below `column_count()`; SQLite answers NULL for any other.
+    /// Always inlined: as a call, its 32-byte result went through memory for every value,
+    /// and a 10k-row select took about 9% more reader time (experiment 049).
+    #[inline(always)]
     fn value(&self, col: usize) -> Result<ValueRef<'_>> {
         let col = c_int::try_from(col).unwrap_or(c_int::MAX);
         // SAFETY: the statement is live; SQLite checks `col` and the row itself (a static NULL
@@ -172,6 +175,7 @@ impl ColumnValues for RawStatement {
 ///
 /// SAFETY: `p` and `v` come from the same value of a statement stepped to a row; the slice
 /// lives as long as the caller's borrow of that statement.
+#[inline]
 unsafe fn bytes<'s>(p: *const u8, v: *mut ffi::sqlite3_value) -> Result<&'s [u8]> {
     let len = unsafe { ffi::sqlite3_value_bytes(v) };
     match (p.is_null(), usize::try_from(len)) {
