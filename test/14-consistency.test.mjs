@@ -70,6 +70,27 @@ for (const kind of ['file', ':memory:']) {
   });
 }
 
+test('a read sent after a write resolved sees it while its reader works through a backlog', async (t) => {
+  // One reader, reads queued: the reader serves a backlog from one snapshot (experiment 050)
+  // for up to 1 ms. A read sent after the write resolved must not join that snapshot.
+  const db = await openTemp(t, { readers: 1 });
+  await db.execute('CREATE TABLE t(x)');
+  const small = 'WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 100) SELECT count(*) AS n FROM c';
+  const stale = [];
+  let overlapped = 0;
+  for (let i = 1; i <= 200; i++) {
+    let written = false;
+    const backlog = Array.from({ length: 30 }, () => db.selectOne(small).then(() => written));
+    await db.execute('INSERT INTO t VALUES (?)', [i]);
+    written = true;
+    const { n } = await db.selectOne('SELECT count(*) AS n FROM t');
+    if (n !== i) stale.push({ i, n });
+    if ((await Promise.all(backlog)).some(Boolean)) overlapped++;
+  }
+  assert.deepStrictEqual(stale, [], 'no read may miss a write that resolved before it was sent');
+  assert.ok(overlapped > 0, 'in some rounds the backlog was still being served when the write resolved');
+});
+
 test('1,000 concurrent mixed reads and writes all settle with correct results', async (t) => {
   const db = await openTemp(t, { readers: 4 });
   await db.execute('CREATE TABLE acct(id INTEGER PRIMARY KEY, balance INTEGER NOT NULL)');

@@ -41,6 +41,22 @@ test('a scalar function works in select, execute, a transaction and a live query
   await it.return();
 });
 
+
+test('a function replaced while reads wait in a queue reaches them without failing any', async () => {
+  // A reader serving a backlog from one snapshot (experiment 050) has a statement active,
+  // and SQLite refuses to replace a function then: the snapshot must end first.
+  const db = await fresh({ readers: 1 });
+  db.function('version', () => 1);
+  assert.deepEqual(await db.selectOne('SELECT version() AS v'), { v: 1 });
+  const slow = 'WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 5000) SELECT count(*) AS n FROM c';
+  const backlog = Array.from({ length: 30 }, () => db.selectOne(slow));
+  await backlog[0];
+  db.function('version', () => 2);
+  const results = await Promise.allSettled(backlog);
+  assert.deepEqual(results.filter((r) => r.status === 'rejected').map((r) => String(r.reason)), []);
+  assert.deepEqual(await db.selectOne('SELECT version() AS v'), { v: 2 });
+  await db.close();
+});
 test('a function registered after open reaches every connection already open', async () => {
   const db = await fresh({ readers: 3 });
   // Every reader has run a query (its connection is open and in use) before the registration.

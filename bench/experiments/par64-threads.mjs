@@ -3,6 +3,7 @@
 // second and, per thread of the process, the CPU time it ran (schedstat) per query; with
 // `timed`, also how much of the JS thread's time was spent inside the addon's completion
 // takes (most of it a poll waiting for results).
+// PRAGMAS='<json>' adds open's `pragmas`, as in reader-cpu.mjs (experiment 050).
 //   node bench/experiments/par64-threads.mjs <package root> [seconds] [lanes] [timed]
 import { createRequire } from 'node:module';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
@@ -21,7 +22,8 @@ const dir = resolve('.tmp/par64-threads');
 mkdirSync(dir, { recursive: true });
 const path = `${dir}/items.db`;
 const seeded = existsSync(path);
-const db = await Database.open(path);
+const pragmas = process.env.PRAGMAS ? JSON.parse(process.env.PRAGMAS) : undefined;
+const db = await Database.open(path, pragmas ? { pragmas } : {});
 if (!seeded) {
   await db.execute(ITEMS_DDL('items'));
   const rnd = subRandom(42, 'items');

@@ -6,7 +6,7 @@ use crate::completion::{Completion, CompletionSink, Countdown, Output, RequestId
 use crate::connection::{open_reader, open_writer, Location, OpenOptions};
 use crate::error::{Error, Result};
 use crate::live::LiveQueries;
-use crate::reader::{self, ReadJob, ReaderMsg};
+use crate::reader::{self, ReadJob, ReaderMsg, SendClock};
 use crate::value::Params;
 use std::time::Duration;
 use crate::writer::{ChangeListener, WriteJob, WriteKind, Writer, WriterMsg};
@@ -31,6 +31,8 @@ pub struct Database {
     iterators: Arc<Iterators>,
     /// Readers running something now (diagnostics).
     busy: Arc<AtomicUsize>,
+    /// Stamps reads as they are sent (see `reader::SendClock`).
+    send_clock: Arc<SendClock>,
     /// Writes sent and not yet started (diagnostics), and sent and not yet completed.
     writes: WriteGauges,
     /// The key the file is encrypted with now (for backups; see backup.rs).
@@ -106,6 +108,8 @@ impl Database {
         let thread_iterators = iterators.clone();
         let busy = Arc::new(AtomicUsize::new(0));
         let thread_busy = busy.clone();
+        let send_clock = Arc::new(SendClock::default());
+        let thread_clock = send_clock.clone();
         let writes = WriteGauges::default();
         let thread_writes = writes.clone();
         let catalog = opts.catalog.clone();
@@ -142,7 +146,7 @@ impl Database {
                         return;
                     }
                 }
-                let started = start(&loc, &opts, reader_rx, thread_sink.clone(), &thread_cancellation, &thread_busy);
+                let started = start(&loc, &opts, reader_rx, thread_sink.clone(), &thread_cancellation, &thread_busy, &thread_clock);
                 let writer = match started {
                     Ok(None) => {
                         thread_sink.complete(Completion { id: open_id, result: Ok(Output::Done) });
@@ -206,6 +210,7 @@ impl Database {
             cancellation,
             iterators,
             busy,
+            send_clock,
             writes,
             key,
             catalog,
@@ -245,8 +250,9 @@ impl Database {
         self.check_open()?;
         let ticket = job.cancellable.then(|| self.cancellation.register(job.id));
         let id = job.id;
-        self.readers.send(ReaderMsg::Read(job, ticket)).map_err(|e| {
-            if let ReaderMsg::Read(_, Some(t)) = e.0 {
+        let stamp = self.send_clock.stamp();
+        self.readers.send(ReaderMsg::Read(job, ticket, stamp)).map_err(|e| {
+            if let ReaderMsg::Read(_, Some(t), _) = e.0 {
                 self.cancellation.unregister(id, &t);
             }
             closed_by_failure()
@@ -493,6 +499,7 @@ fn start(
     sink: Arc<dyn CompletionSink>,
     cancellation: &Arc<Cancellation>,
     busy: &Arc<AtomicUsize>,
+    clock: &Arc<SendClock>,
 ) -> Result<Option<Connection>> {
     let writer = if opts.readonly { None } else { Some(open_writer(loc, opts)?) };
     let readers = (0..opts.readers).map(|_| open_reader(loc, opts)).collect::<Result<Vec<_>>>()?;
@@ -500,12 +507,13 @@ fn start(
         let rx = reader_rx.clone();
         let s = sink.clone();
         let b = busy.clone();
+        let c = clock.clone();
         let watch = Watch::install(&mut conn, cancellation.clone())?;
         let catalog = opts.catalog.clone();
         let conn = crate::read_connection::ReadConnection::new(conn, opts.statement_cache);
         std::thread::Builder::new()
             .name(format!("quietsqlite-reader-{i}"))
-            .spawn(move || reader::run(conn, watch, rx, s, b, catalog))
+            .spawn(move || reader::run(conn, watch, rx, s, b, catalog, c))
             .map_err(|e| Error::Internal(format!("could not start a reader thread: {e}")))?;
     }
     Ok(writer)

@@ -5,26 +5,85 @@
 use crate::error::Result;
 use crate::raw_statement::RawStatement;
 use rusqlite::Connection;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+
+/// The statement that holds a snapshot: it reads the database header and stops at its one
+/// row, so its read transaction stays open until it is reset.
+const SNAPSHOT_SQL: &str = "PRAGMA schema_version";
 
 pub struct ReadConnection {
     // Declared before `conn`: every statement is finalized before the connection closes.
     // SQLite refuses to close a connection with statements left, and rusqlite's drop then
     // ignores the failure: the connection, its file and its locks would stay open.
     statements: RefCell<StatementCache>,
+    /// Prepared on the first `hold_snapshot`; stepped (not reset) while a snapshot is held.
+    snapshot: RefCell<Option<RawStatement>>,
+    holding: Cell<bool>,
     conn: Connection,
 }
 
-// SAFETY: the statements belong to `conn` and move with it; rusqlite's `Connection` is
-// `Send` (opened without SQLite's mutex, used by one thread at a time), and the `RefCell`
-// keeps this type `!Sync`, so the statements are never used from two threads at once.
+// SAFETY: the statements (cached, and the snapshot's) belong to `conn` and move with it;
+// rusqlite's `Connection` is `Send` (opened without SQLite's mutex, used by one thread at a
+// time), and the `RefCell`s keep this type `!Sync`, so the statements are never used from
+// two threads at once.
 unsafe impl Send for ReadConnection {}
 
 impl ReadConnection {
     /// Keeps up to `capacity` statements (`OpenOptions::statement_cache`; 0 keeps none).
     pub fn new(conn: Connection, capacity: usize) -> Self {
-        ReadConnection { statements: RefCell::new(StatementCache::new(capacity)), conn }
+        ReadConnection {
+            statements: RefCell::new(StatementCache::new(capacity)),
+            snapshot: RefCell::new(None),
+            holding: Cell::new(false),
+            conn,
+        }
+    }
+
+    /// Opens a read transaction that outlasts the statements run in it: until
+    /// `release_snapshot`, every read sees the database as it was at this call, and pays for
+    /// no transaction of its own (a lock and an unlock of the shared-memory file, and the
+    /// file's size, each a system call; experiment 050). SQLite keeps an implicit read
+    /// transaction while any statement of the connection is active, so one statement stopped
+    /// at its row holds it. False when no snapshot could be taken: the caller's reads then
+    /// run as they would without one, and meet the same failure themselves if it lasts.
+    pub(crate) fn hold_snapshot(&self) -> bool {
+        if self.holding.get() {
+            return true;
+        }
+        let mut slot = self.snapshot.borrow_mut();
+        if slot.is_none() {
+            match RawStatement::prepare_persistent(&self.conn, SNAPSHOT_SQL) {
+                Ok(stmt) => *slot = Some(stmt),
+                Err(_) => return false,
+            }
+        }
+        let Some(stmt) = slot.as_mut() else { return false };
+        match stmt.step() {
+            Ok(true) => {
+                self.holding.set(true);
+                true
+            }
+            _ => {
+                stmt.reset();
+                false
+            }
+        }
+    }
+
+    /// Ends the transaction `hold_snapshot` opened (once no other statement is active).
+    pub(crate) fn release_snapshot(&self) {
+        if self.holding.replace(false) {
+            if let Some(stmt) = self.snapshot.borrow_mut().as_mut() {
+                stmt.reset();
+            }
+        }
+    }
+
+    /// True between a successful `hold_snapshot` and `release_snapshot`.
+    #[cfg(test)]
+    pub(crate) fn holds_snapshot(&self) -> bool {
+        self.holding.get()
     }
 
     /// The statement for `sql`, from the cache or prepared now by `prepare`. It is out of the
@@ -170,6 +229,41 @@ mod tests {
         let mut s = c.statement(sql, |conn| RawStatement::prepare(conn, sql)).unwrap();
         assert!(s.step().unwrap());
         assert!(matches!(crate::raw_statement::ColumnValues::value(&*s, 0).unwrap(), rusqlite::types::ValueRef::Integer(1)));
+    }
+
+    #[test]
+    fn a_held_snapshot_hides_later_commits_until_released_and_closes_cleanly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let writer = Connection::open(&path).unwrap();
+        writer.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1)").unwrap();
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let reader = ReadConnection::new(Connection::open_with_flags(&path, flags).unwrap(), 8);
+        let count = |c: &ReadConnection| {
+            let sql = "SELECT count(*) FROM t";
+            let mut s = c.statement(sql, |conn| RawStatement::prepare_persistent(conn, sql)).unwrap();
+            assert!(s.step().unwrap());
+            match crate::raw_statement::ColumnValues::value(&*s, 0).unwrap() {
+                rusqlite::types::ValueRef::Integer(n) => n,
+                other => panic!("count(*) gave {other:?}"),
+            }
+        };
+        assert!(reader.hold_snapshot());
+        assert!(reader.holds_snapshot());
+        writer.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        assert_eq!(count(&reader), 1, "a read inside the snapshot does not see a later commit");
+        assert_eq!(count(&reader), 1, "nor does the next one: a statement reset does not end it");
+        reader.release_snapshot();
+        assert!(!reader.holds_snapshot());
+        assert_eq!(count(&reader), 2, "released: the next read sees the commit");
+        // Dropped while holding one: the statement goes before the connection, which closes,
+        // so the writer is the last connection and takes the -wal file with it.
+        assert!(reader.hold_snapshot());
+        drop(reader);
+        let wal = dir.path().join("s.db-wal");
+        assert!(wal.exists());
+        drop(writer);
+        assert!(!wal.exists(), "every connection closed");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crossbeam_channel::Receiver;
 use crate::read_connection::ReadConnection;
 use rusqlite::Connection;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 pub struct ReadJob {
@@ -28,7 +28,8 @@ pub struct ReadJob {
 pub type ReaderTask = Box<dyn FnOnce(&ReadConnection) + Send>;
 
 pub(crate) enum ReaderMsg {
-    Read(ReadJob, Option<Arc<Ticket>>),
+    /// A request, its ticket, and its stamp from the `SendClock`.
+    Read(ReadJob, Option<Arc<Ticket>>, u64),
     Task(ReaderTask),
     /// An iterator: holds this reader until it ends (see `iterate`).
     Iterate(Box<crate::iterate::Queued>),
@@ -135,6 +136,31 @@ impl RekeyGate {
     }
 }
 
+/// Stamps read requests as they are sent. A reader that takes a snapshot for the requests
+/// waiting in its queue notes the clock first: a request stamped below that was sent before
+/// the snapshot began, so the snapshot shows every write that completed before it was sent,
+/// as a transaction of its own would (experiment 050).
+#[derive(Default)]
+pub(crate) struct SendClock(AtomicU64);
+
+impl SendClock {
+    /// The stamp of a request being sent.
+    pub(crate) fn stamp(&self) -> u64 {
+        // SeqCst: the sender's stamp and a reader's `now` must be ordered with each other.
+        self.0.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Every request stamped below this was sent before this call.
+    fn now(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// How long one snapshot may serve queued reads. It saves a few system calls per read, which
+/// only matter for small reads, while an open read transaction keeps a checkpoint from
+/// copying pages past it: bounded so a backlog of long reads cannot hold one for long.
+const SNAPSHOT_SPAN: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// How long a reader polls its queue after a job before it parks: a request that follows
 /// within this window is taken without waking a parked thread (docs/experiments/003-reader-spin.md).
 const SPIN_WINDOW: std::time::Duration = std::time::Duration::from_micros(30);
@@ -191,28 +217,44 @@ pub(crate) fn run(
     sink: Arc<dyn CompletionSink>,
     busy: Arc<AtomicUsize>,
     catalog: Arc<crate::functions::Catalog>,
+    clock: Arc<SendClock>,
 ) {
-    while let Some(msg) = next_message(&queue, SPIN_WINDOW) {
+    // While `conn` holds a snapshot: the clock and the time when it was taken. Only requests
+    // stamped below that clock run inside it, and only for `SNAPSHOT_SPAN`; anything else
+    // releases it first.
+    let mut held: Option<(u64, std::time::Instant)> = None;
+    // A message taken while deciding whether the snapshot goes on.
+    let mut taken: Option<ReaderMsg> = None;
+    loop {
+        let Some(msg) = taken.take().or_else(|| next_message(&queue, SPIN_WINDOW)) else { break };
         let _busy = matches!(msg, ReaderMsg::Read(..) | ReaderMsg::Task(_) | ReaderMsg::Iterate(_)).then(|| Busy::new(&busy));
         match msg {
-            ReaderMsg::Read(job, ticket) => {
-                let id = job.id;
-                let running = match watch.start(id, ticket) {
-                    Start::Run(r) => r,
-                    Start::Skip => continue,
-                    Start::Stopped => {
-                        sink.complete(Completion { id, result: Err(crate::error::closed_by_force()) });
-                        continue;
+            ReaderMsg::Read(job, ticket, _) => {
+                // Others wait behind this one: one snapshot serves them all, unless a function
+                // or extension must be applied first (SQLite refuses to replace a function
+                // while a statement is active).
+                if held.is_none() && !queue.is_empty() && !catalog.pending(&conn) {
+                    let now = clock.now();
+                    if conn.hold_snapshot() {
+                        held = Some((now, std::time::Instant::now()));
                     }
-                };
-                let result = catch_unwind(AssertUnwindSafe(|| {
-                    catalog.sync(&conn)?;
-                    query::read(&conn, &job.sql, &job.params, job.format).map(Output::Read)
-                }))
-                .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
-                let result = crate::error::explain_interrupt(result, running.stopped());
-                drop(running);
-                sink.complete(Completion { id, result });
+                }
+                serve_read(&conn, &watch, &sink, &catalog, job, ticket);
+                if let Some((horizon, since)) = held {
+                    match queue.try_recv() {
+                        Ok(ReaderMsg::Read(job, ticket, stamp))
+                            if stamp < horizon && since.elapsed() < SNAPSHOT_SPAN && !catalog.pending(&conn) =>
+                        {
+                            taken = Some(ReaderMsg::Read(job, ticket, stamp));
+                        }
+                        other => {
+                            conn.release_snapshot();
+                            held = None;
+                            // Disconnected: the next receive ends the loop.
+                            taken = other.ok();
+                        }
+                    }
+                }
             }
             ReaderMsg::Iterate(q) => {
                 let id = q.job.id;
@@ -266,4 +308,32 @@ pub(crate) fn run(
             }
         }
     }
+}
+
+/// Runs one read request and sends its completion (unless it was cancelled while queued).
+fn serve_read(
+    conn: &ReadConnection,
+    watch: &Watch,
+    sink: &Arc<dyn CompletionSink>,
+    catalog: &crate::functions::Catalog,
+    job: ReadJob,
+    ticket: Option<Arc<Ticket>>,
+) {
+    let id = job.id;
+    let running = match watch.start(id, ticket) {
+        Start::Run(r) => r,
+        Start::Skip => return,
+        Start::Stopped => {
+            sink.complete(Completion { id, result: Err(crate::error::closed_by_force()) });
+            return;
+        }
+    };
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        catalog.sync(conn)?;
+        query::read(conn, &job.sql, &job.params, job.format).map(Output::Read)
+    }))
+    .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
+    let result = crate::error::explain_interrupt(result, running.stopped());
+    drop(running);
+    sink.complete(Completion { id, result });
 }
