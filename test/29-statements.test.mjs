@@ -107,6 +107,30 @@ test('bad SQL rejects on first use with the SqliteError the SQL text gives; prep
   await rejectsAsync(() => one.select('x'), TypeError);
 });
 
+test('preparing a statement to describe it applies the rules of where it runs: a pragma cannot change a connection unasked', async (t) => {
+  // SQLite carries out some pragmas while it prepares them (the cipher's key pragmas,
+  // cache_size = N, ...). A describe that skipped the rules let `PRAGMA key` turn a reader's
+  // key (every later read: SQLITE_NOTADB) or the writer's.
+  const db = await openTemp(t, { readers: 1 });
+  await db.execute('CREATE TABLE t(x)');
+  await db.execute('INSERT INTO t VALUES (1)');
+  const keyError = /encryption keys cannot be set by pragma/;
+  await assert.rejects(db.prepare("PRAGMA key = 'x'").columns(), { name: 'RangeError', message: keyError });
+  await assert.rejects(db.prepare("PRAGMA key = 'x'").select(), { name: 'RangeError', message: keyError });
+  await assert.rejects(db.prepare("PRAGMA hexkey = '00'").execute(), { name: 'RangeError', message: keyError });
+  assert.deepEqual(await db.select('SELECT count(*) AS n FROM t'), [{ n: 1 }], 'the reader keeps its key');
+  assert.equal((await db.execute('INSERT INTO t VALUES (2)')).changes, 1, 'the writer keeps its key');
+  await db.transaction(async (tx) => {
+    await assert.rejects(db.prepare("PRAGMA key = 'x'").select(), { name: 'RangeError', message: keyError });
+    assert.deepEqual(await tx.select('SELECT count(*) AS n FROM t'), [{ n: 2 }]);
+  });
+  // A pragma that sets a value is a write: described on a reader, it is refused, and the
+  // reader's cache keeps its size.
+  await assert.rejects(db.prepare('PRAGMA cache_size = 10').columns(), RangeError);
+  assert.deepEqual(await db.selectOne('PRAGMA cache_size'), { cache_size: -2000 });
+  assert.deepEqual(await db.prepare('PRAGMA cache_size').columns(), [{ name: 'cache_size', type: null }]);
+});
+
 test('readonly is unknown before the first call and known when it settles', async (t) => {
   const db = await openMemory(t);
   await db.execute('CREATE TABLE t(a INTEGER, b)');

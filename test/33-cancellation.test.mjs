@@ -291,22 +291,6 @@ test('timeoutMs rejects with a TimeoutError DOMException, like AbortSignal.timeo
   await db.close();
 });
 
-test('a read interrupted in the middle of a backlog fails alone; the reads around it keep their results', {
-  timeout: 10_000,
-}, async () => {
-  // One reader serves the queued reads from one snapshot (experiment 050): the interrupted
-  // statement must not end it for the others or leave them interrupted.
-  const db = await fresh({ readers: 1 });
-  await db.execute('INSERT INTO t(v) VALUES (1), (2), (3)');
-  const sum = () => db.selectOne('SELECT sum(v) AS s FROM t');
-  const before = Array.from({ length: 20 }, sum);
-  const stopped = settled(db.select(RUNAWAY, [], { timeoutMs: 30 }), 'a runaway read in a backlog', 2000);
-  const after = Array.from({ length: 20 }, sum);
-  assert.equal((await stopped).reason?.name, 'TimeoutError');
-  for (const r of await Promise.all([...before, ...after])) assert.deepEqual(r, { s: 6 });
-  await db.close();
-});
-
 test('Database.open({ timeoutMs }) is the default of every query; a call overrides it; 0/null/Infinity mean none', {
   timeout: 20_000,
 }, async () => {

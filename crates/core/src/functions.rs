@@ -263,11 +263,22 @@ impl Catalog {
     /// then functions (in order, so a later definition of a name replaces an earlier one).
     /// Costs two atomic loads when nothing changed.
     pub fn sync(&self, conn: &Connection) -> Result<()> {
+        self.sync_with(conn, || {})
+    }
+
+    /// `sync`, calling `before_applying` first when there is something to apply (a reader
+    /// ends its snapshot there: SQLite refuses to replace a function while a statement is
+    /// active). Decided on the same counts as the applying, so an addition made meanwhile
+    /// by another thread cannot slip between the two.
+    pub(crate) fn sync_with(&self, conn: &Connection, before_applying: impl FnOnce()) -> Result<()> {
         let (nf, ne) = (self.functions.len(), self.extensions.len());
         if nf == 0 && ne == 0 {
             return Ok(());
         }
         with_applied(conn, |done| -> Result<()> {
+            if done.extensions < ne || done.functions < nf {
+                before_applying();
+            }
             if done.extensions < ne {
                 for ext in self.extensions.since(done.extensions) {
                     // Counted even when it fails: the job reports the failure once, and the
@@ -418,6 +429,41 @@ mod tests {
 
     fn def(name: &str, kind: Kind, id: u32, invoker: &Arc<Fake>) -> Definition {
         Definition { name: name.into(), arity: 1, kind, deterministic: true, direct_only: false, id, invoker: invoker.clone() }
+    }
+
+    #[test]
+    fn a_function_added_while_a_snapshot_is_held_is_applied_after_ending_it() {
+        // A reader holding a snapshot has a statement active, and SQLite refuses to replace
+        // a function then; `sync_with` ends the snapshot first, decided on the counts it
+        // applies (a function added between a check and the sync would otherwise meet it).
+        let fake = Arc::new(Fake(Mutex::default()));
+        let catalog = Catalog::default();
+        catalog.add_function(def("twice", Kind::Scalar, 1, &fake)).unwrap();
+        let reads = |catalog: &Catalog| {
+            let conn = crate::read_connection::ReadConnection::new(Connection::open_in_memory().unwrap(), 4);
+            conn.execute_batch("CREATE TABLE t(x)").unwrap();
+            catalog.sync(&conn).unwrap();
+            assert!(conn.hold_snapshot());
+            conn
+        };
+        let (plain, releasing) = (reads(&catalog), reads(&catalog));
+        // The same name and arity again: a replacement.
+        catalog.add_function(def("twice", Kind::Scalar, 3, &fake)).unwrap();
+        let e = catalog.sync(&plain).unwrap_err();
+        assert!(matches!(e, Error::Sqlite { code: rusqlite::ffi::SQLITE_BUSY, .. }), "{e:?}");
+        let mut ended = false;
+        catalog
+            .sync_with(&releasing, || {
+                ended = true;
+                releasing.release_snapshot();
+            })
+            .unwrap();
+        assert!(ended && !releasing.holds_snapshot());
+        assert_eq!(releasing.query_row("SELECT twice(4)", [], |r| r.get::<_, i64>(0)).unwrap(), 8);
+        // Nothing to apply: the snapshot is left alone.
+        assert!(releasing.hold_snapshot());
+        catalog.sync_with(&releasing, || panic!("nothing to apply")).unwrap();
+        assert!(releasing.holds_snapshot());
     }
 
     #[test]

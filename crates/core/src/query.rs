@@ -88,12 +88,19 @@ pub(crate) fn require_statement(sql: &str) -> Result<()> {
 /// Used by readers (read-only connections), live queries and the inline connection.
 pub fn read(conn: &ReadConnection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
     if format == ReadFormat::Describe {
-        return crate::statements::describe(conn, sql).map(ReadOutput::Described);
+        return describe_under(Rule::Read, conn, sql);
     }
     under(Rule::Read, || {
         let mut stmt = conn.statement(sql, |c| prepare_raw(c, sql, true))?;
         read_prepared(&mut stmt, sql, params, format)
     })
+}
+
+/// Describes `sql` under `rule`: SQLite carries out some pragmas while it prepares them (the
+/// cipher's `key`, `cache_size = N`, ...), so preparing one only to describe it is held to
+/// the rule of the call it stands for, as its run would be.
+fn describe_under(rule: Rule, conn: &ReadConnection, sql: &str) -> Result<ReadOutput> {
+    under(rule, || crate::statements::describe(conn, sql)).map(ReadOutput::Described)
 }
 
 /// Prepares one statement of user text for the read path, with `prepare`'s checks; `kept`:
@@ -110,7 +117,11 @@ fn prepare_raw(conn: &Connection, sql: &str, kept: bool) -> Result<RawStatement>
 /// (writes are refused by `readonly()` on every run), so they keep the cache; anything else
 /// (PRAGMA, ATTACH, EXPLAIN, ...) is prepared afresh under the read rule.
 pub fn read_on_writer(conn: &ReadConnection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
-    if format == ReadFormat::Describe || starts_with_query(sql.as_bytes()) {
+    if format == ReadFormat::Describe {
+        // Described where `execute` runs it (the writer), so under execute's rule.
+        return describe_under(Rule::Write, conn, sql);
+    }
+    if starts_with_query(sql.as_bytes()) {
         return read(conn, sql, params, format);
     }
     under(Rule::Read, || {

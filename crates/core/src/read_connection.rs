@@ -81,7 +81,6 @@ impl ReadConnection {
     }
 
     /// True between a successful `hold_snapshot` and `release_snapshot`.
-    #[cfg(test)]
     pub(crate) fn holds_snapshot(&self) -> bool {
         self.holding.get()
     }
@@ -264,6 +263,45 @@ mod tests {
         assert!(wal.exists());
         drop(writer);
         assert!(!wal.exists(), "every connection closed");
+    }
+
+    #[test]
+    fn a_read_interrupted_inside_a_snapshot_fails_alone_and_the_snapshot_stays() {
+        // Cancellation interrupts through the progress handler: for a read-only statement
+        // SQLite ends that statement only, not the transaction the snapshot holds.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("i.db");
+        let writer = Connection::open(&path).unwrap();
+        writer.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1)").unwrap();
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = stop.clone();
+        let mut conn = Connection::open_with_flags(&path, flags).unwrap();
+        conn.progress_handler(100, Some(move || seen.load(std::sync::atomic::Ordering::Relaxed))).unwrap();
+        let reader = ReadConnection::new(conn, 8);
+        let count = |c: &ReadConnection| -> Result<i64> {
+            let sql = "SELECT count(*) FROM t";
+            let mut s = c.statement(sql, |conn| RawStatement::prepare_persistent(conn, sql))?;
+            s.step()?;
+            match crate::raw_statement::ColumnValues::value(&*s, 0)? {
+                rusqlite::types::ValueRef::Integer(n) => Ok(n),
+                other => panic!("count(*) gave {other:?}"),
+            }
+        };
+        assert!(reader.hold_snapshot());
+        writer.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let runaway = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c) SELECT count(*) FROM c";
+        let e = {
+            let mut s = reader.statement(runaway, |conn| RawStatement::prepare(conn, runaway)).unwrap();
+            s.step().unwrap_err()
+        };
+        assert!(matches!(e, crate::error::Error::Sqlite { code: rusqlite::ffi::SQLITE_INTERRUPT, .. }), "{e:?}");
+        stop.store(false, std::sync::atomic::Ordering::Relaxed);
+        assert!(reader.holds_snapshot());
+        assert_eq!(count(&reader).unwrap(), 1, "the next read runs, in the same snapshot");
+        reader.release_snapshot();
+        assert_eq!(count(&reader).unwrap(), 2);
     }
 
     #[test]

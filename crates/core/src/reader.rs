@@ -230,9 +230,9 @@ pub(crate) fn run(
         let _busy = matches!(msg, ReaderMsg::Read(..) | ReaderMsg::Task(_) | ReaderMsg::Iterate(_)).then(|| Busy::new(&busy));
         match msg {
             ReaderMsg::Read(job, ticket, _) => {
-                // Others wait behind this one: one snapshot serves them all, unless a function
-                // or extension must be applied first (SQLite refuses to replace a function
-                // while a statement is active).
+                // Others wait behind this one: one snapshot serves them all. Not when a
+                // function or extension waits to be applied: that needs the snapshot ended
+                // (`serve_read` ends it if one is added meanwhile), so why take one.
                 if held.is_none() && !queue.is_empty() && !catalog.pending(&conn) {
                     let now = clock.now();
                     if conn.hold_snapshot() {
@@ -240,6 +240,10 @@ pub(crate) fn run(
                     }
                 }
                 serve_read(&conn, &watch, &sink, &catalog, job, ticket);
+                if !conn.holds_snapshot() {
+                    // Ended while it ran, to apply a function or extension added meanwhile.
+                    held = None;
+                }
                 if let Some((horizon, since)) = held {
                     match queue.try_recv() {
                         Ok(ReaderMsg::Read(job, ticket, stamp))
@@ -329,7 +333,7 @@ fn serve_read(
         }
     };
     let result = catch_unwind(AssertUnwindSafe(|| {
-        catalog.sync(conn)?;
+        catalog.sync_with(conn, || conn.release_snapshot())?;
         query::read(conn, &job.sql, &job.params, job.format).map(Output::Read)
     }))
     .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
