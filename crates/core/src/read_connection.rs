@@ -192,6 +192,28 @@ mod tests {
         assert!(s.step().unwrap());
     }
 
+    /// A file in WAL mode with one row in `t`: a writer, and a read-only connection that
+    /// `prepare` may set up before it becomes a `ReadConnection`.
+    fn wal_pair(dir: &std::path::Path, prepare: impl FnOnce(&mut Connection)) -> (Connection, ReadConnection) {
+        let path = dir.join("s.db");
+        let writer = Connection::open(&path).unwrap();
+        writer.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1)").unwrap();
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = Connection::open_with_flags(&path, flags).unwrap();
+        prepare(&mut conn);
+        (writer, ReadConnection::new(conn, 8))
+    }
+
+    fn count(c: &ReadConnection) -> Result<i64> {
+        let sql = "SELECT count(*) FROM t";
+        let mut s = c.statement(sql, |conn| RawStatement::prepare_persistent(conn, sql))?;
+        s.step()?;
+        match crate::raw_statement::ColumnValues::value(&*s, 0)? {
+            rusqlite::types::ValueRef::Integer(n) => Ok(n),
+            other => panic!("count(*) gave {other:?}"),
+        }
+    }
+
     #[test]
     fn statements_are_reused_and_the_least_recently_used_goes_first() {
         let c = reads(2);
@@ -233,28 +255,15 @@ mod tests {
     #[test]
     fn a_held_snapshot_hides_later_commits_until_released_and_closes_cleanly() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.db");
-        let writer = Connection::open(&path).unwrap();
-        writer.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1)").unwrap();
-        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let reader = ReadConnection::new(Connection::open_with_flags(&path, flags).unwrap(), 8);
-        let count = |c: &ReadConnection| {
-            let sql = "SELECT count(*) FROM t";
-            let mut s = c.statement(sql, |conn| RawStatement::prepare_persistent(conn, sql)).unwrap();
-            assert!(s.step().unwrap());
-            match crate::raw_statement::ColumnValues::value(&*s, 0).unwrap() {
-                rusqlite::types::ValueRef::Integer(n) => n,
-                other => panic!("count(*) gave {other:?}"),
-            }
-        };
+        let (writer, reader) = wal_pair(dir.path(), |_| {});
         assert!(reader.hold_snapshot());
         assert!(reader.holds_snapshot());
         writer.execute("INSERT INTO t VALUES (2)", []).unwrap();
-        assert_eq!(count(&reader), 1, "a read inside the snapshot does not see a later commit");
-        assert_eq!(count(&reader), 1, "nor does the next one: a statement reset does not end it");
+        assert_eq!(count(&reader).unwrap(), 1, "a read inside the snapshot does not see a later commit");
+        assert_eq!(count(&reader).unwrap(), 1, "nor does the next one: a statement reset does not end it");
         reader.release_snapshot();
         assert!(!reader.holds_snapshot());
-        assert_eq!(count(&reader), 2, "released: the next read sees the commit");
+        assert_eq!(count(&reader).unwrap(), 2, "released: the next read sees the commit");
         // Dropped while holding one: the statement goes before the connection, which closes,
         // so the writer is the last connection and takes the -wal file with it.
         assert!(reader.hold_snapshot());
@@ -270,24 +279,11 @@ mod tests {
         // Cancellation interrupts through the progress handler: for a read-only statement
         // SQLite ends that statement only, not the transaction the snapshot holds.
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("i.db");
-        let writer = Connection::open(&path).unwrap();
-        writer.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1)").unwrap();
-        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let seen = stop.clone();
-        let mut conn = Connection::open_with_flags(&path, flags).unwrap();
-        conn.progress_handler(100, Some(move || seen.load(std::sync::atomic::Ordering::Relaxed))).unwrap();
-        let reader = ReadConnection::new(conn, 8);
-        let count = |c: &ReadConnection| -> Result<i64> {
-            let sql = "SELECT count(*) FROM t";
-            let mut s = c.statement(sql, |conn| RawStatement::prepare_persistent(conn, sql))?;
-            s.step()?;
-            match crate::raw_statement::ColumnValues::value(&*s, 0)? {
-                rusqlite::types::ValueRef::Integer(n) => Ok(n),
-                other => panic!("count(*) gave {other:?}"),
-            }
-        };
+        let (writer, reader) = wal_pair(dir.path(), |conn| {
+            conn.progress_handler(100, Some(move || seen.load(std::sync::atomic::Ordering::Relaxed))).unwrap();
+        });
         assert!(reader.hold_snapshot());
         writer.execute("INSERT INTO t VALUES (2)", []).unwrap();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
