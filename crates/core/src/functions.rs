@@ -249,16 +249,6 @@ impl Catalog {
         self.functions.len() == 0 && self.extensions.len() == 0
     }
 
-    /// True when `conn` has functions or extensions still to apply (`sync` has work).
-    pub(crate) fn pending(&self, conn: &Connection) -> bool {
-        let (nf, ne) = (self.functions.len(), self.extensions.len());
-        if nf == 0 && ne == 0 {
-            return false;
-        }
-        // A record that cannot be made counts as work: `sync` reports that failure.
-        with_applied(conn, |done| done.functions < nf || done.extensions < ne).unwrap_or(true)
-    }
-
     /// Applies to `conn` what was added since it last looked: extensions first (in order),
     /// then functions (in order, so a later definition of a name replaces an earlier one).
     /// Costs two atomic loads when nothing changed.

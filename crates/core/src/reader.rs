@@ -230,10 +230,8 @@ pub(crate) fn run(
         let _busy = matches!(msg, ReaderMsg::Read(..) | ReaderMsg::Task(_) | ReaderMsg::Iterate(_)).then(|| Busy::new(&busy));
         match msg {
             ReaderMsg::Read(job, ticket, _) => {
-                // Others wait behind this one: one snapshot serves them all. Not when a
-                // function or extension waits to be applied: that needs the snapshot ended
-                // (`serve_read` ends it if one is added meanwhile), so why take one.
-                if held.is_none() && !queue.is_empty() && !catalog.pending(&conn) {
+                // Others wait behind this one: one snapshot serves them all.
+                if held.is_none() && !queue.is_empty() {
                     let now = clock.now();
                     if conn.hold_snapshot() {
                         held = Some((now, std::time::Instant::now()));
@@ -241,13 +239,13 @@ pub(crate) fn run(
                 }
                 serve_read(&conn, &watch, &sink, &catalog, job, ticket);
                 if !conn.holds_snapshot() {
-                    // Ended while it ran, to apply a function or extension added meanwhile.
+                    // Ended while it ran, to apply a function or extension (`sync_with`).
                     held = None;
                 }
                 if let Some((horizon, since)) = held {
                     match queue.try_recv() {
                         Ok(ReaderMsg::Read(job, ticket, stamp))
-                            if stamp < horizon && since.elapsed() < SNAPSHOT_SPAN && !catalog.pending(&conn) =>
+                            if stamp < horizon && since.elapsed() < SNAPSHOT_SPAN =>
                         {
                             taken = Some(ReaderMsg::Read(job, ticket, stamp));
                         }
