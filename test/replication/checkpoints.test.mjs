@@ -15,7 +15,7 @@ async function sizesAfterLoad(checkpoints) {
     await db.execute('CREATE TABLE t (b BLOB)');
     // About 1500 WAL pages, past the writer's idle threshold (1000).
     await db.executeBatch('INSERT INTO t VALUES (?)', Array.from({ length: 1500 }, () => [Buffer.alloc(3000, 1)]));
-    // An idle 'auto' writer checkpoints right after its last request: wait up to 5 s for the
+    // An idle 'auto' writer checkpoints 5 ms after its last request: wait up to 5 s for the
     // file to grow ('external': it never does; an 'auto' writer takes milliseconds).
     const deadline = Date.now() + (checkpoints === 'external' ? 1000 : 5000);
     while (statSync(path).size < 4_000_000 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));

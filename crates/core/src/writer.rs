@@ -12,7 +12,7 @@ use crate::connection::{Cipher, Key, Location, OpenOptions};
 use crate::read_connection::ReadConnection;
 use crate::reader::{poll, ReaderMsg, RekeyGate};
 use crate::value::Params;
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use rusqlite::Connection;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -81,9 +81,17 @@ pub trait ChangeListener: Send + Sync {
     fn external_change(&self);
 }
 
-/// WAL pages after which an idle writer checkpoints, and after which it does so even when busy.
+/// WAL pages after which the writer checkpoints once it is idle (its queue empty for
+/// `CHECKPOINT_QUIET`), after which it does so at any gap between requests, and after which
+/// it does so even when busy (after a request, whatever is queued).
 const CHECKPOINT_IDLE_PAGES: i32 = 1000;
+const CHECKPOINT_GAP_PAGES: i32 = 4000;
 const CHECKPOINT_BUSY_PAGES: i32 = 20_000;
+/// How long the queue must stay empty before the writer counts as idle. Its poll after a
+/// request (`WRITER_SPIN`) is far shorter: a client writing in a loop with a little work
+/// between writes would otherwise get a checkpoint between two writes, and the second would
+/// wait for its syncs (docs/experiments/052-checkpoint-after-a-quiet-writer.md).
+const CHECKPOINT_QUIET: std::time::Duration = std::time::Duration::from_millis(5);
 
 pub(crate) struct Writer {
     // Declared before `conn`: the hooks are unregistered before the connection closes.
@@ -270,6 +278,15 @@ impl Writer {
             Ok(m) => Some(m),
             Err(TryRecvError::Disconnected) => None,
             Err(TryRecvError::Empty) => {
+                // Writes that never pause for CHECKPOINT_QUIET still get a checkpoint at a gap
+                // once the WAL holds CHECKPOINT_GAP_PAGES, before it grows to the busy threshold.
+                if self.checkpoint_due(CHECKPOINT_IDLE_PAGES) && !self.checkpoint_due(CHECKPOINT_GAP_PAGES) {
+                    match queue.recv_timeout(CHECKPOINT_QUIET) {
+                        Ok(m) => return Some(m),
+                        Err(RecvTimeoutError::Disconnected) => return None,
+                        Err(RecvTimeoutError::Timeout) => {}
+                    }
+                }
                 self.idle_checkpoint(CHECKPOINT_IDLE_PAGES);
                 queue.recv().ok()
             }
@@ -292,8 +309,14 @@ impl Writer {
         Err(crate::error::closed_by_force())
     }
 
+    /// Whether a checkpoint is this writer's to run now: the WAL holds `threshold` pages or
+    /// more, no transaction is open, and checkpoints are not left to another process.
+    fn checkpoint_due(&self, threshold: i32) -> bool {
+        !self.external_checkpoints && self.tracker.wal_pages() >= threshold && self.conn.is_autocommit()
+    }
+
     fn idle_checkpoint(&mut self, threshold: i32) {
-        if self.external_checkpoints || self.tracker.wal_pages() < threshold || !self.conn.is_autocommit() {
+        if !self.checkpoint_due(threshold) {
             return;
         }
         // PASSIVE never waits for readers; what it cannot copy now it copies next time.
