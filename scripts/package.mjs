@@ -83,6 +83,8 @@ const platformStage = join(stage, platform);
 cpSync(platformDir, platformStage, { recursive: true });
 copyFileSync(join(binDir, nodeFile), join(platformStage, nodeFile));
 copyFileSync(join(root, 'LICENSE'), join(platformStage, 'LICENSE'));
+// The binary carries the crates' and the C libraries' code: their licenses go with it.
+copyFileSync(join(root, 'THIRD_PARTY_NOTICES.md'), join(platformStage, 'THIRD_PARTY_NOTICES.md'));
 const platformTarball = pack(platformStage);
 
 // The main package: the files package.json "files" selects (as npm would publish them from the

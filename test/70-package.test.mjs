@@ -40,7 +40,7 @@ function newestMtime(p) {
 /** The tarballs: reused when .packages/packages.json is newer than every input, else rebuilt. */
 function tarballs() {
   const record = join(root, '.packages', 'packages.json');
-  const inputs = ['src', 'crates', 'npm', 'docs', 'examples', 'Cargo.toml', 'Cargo.lock', 'package.json', 'README.md', 'LICENSE', 'scripts/package.mjs'];
+  const inputs = ['src', 'crates', 'npm', 'docs', 'examples', 'Cargo.toml', 'Cargo.lock', 'package.json', 'README.md', 'LICENSE', 'THIRD_PARTY_NOTICES.md', 'scripts/package.mjs'];
   const fresh = existsSync(record) && statSync(record).mtimeMs > Math.max(...inputs.map((p) => newestMtime(join(root, p))));
   if (!fresh) {
     const r = spawnSync('npm', ['run', 'package'], { cwd: root, encoding: 'utf8', shell: onWindows });
@@ -99,15 +99,15 @@ test('the consumer has no Rust toolchain on PATH', () => {
   assert.ok(r.error || r.status !== 0, 'cargo must not run with this PATH');
 });
 
-test('the main tarball holds dist, types, LICENSE, README and the docs it links to, and nothing else', () => {
+test('the main tarball holds dist, types, LICENSE, the notices, README and the docs it links to, and nothing else', () => {
   const files = installedFiles('quietsqlite');
-  for (const f of ['package.json', 'LICENSE', 'README.md', 'dist/index.js', 'dist/index.mjs', 'dist/index.d.ts', 'native/binding.d.ts']) {
+  for (const f of ['package.json', 'LICENSE', 'THIRD_PARTY_NOTICES.md', 'README.md', 'dist/index.js', 'dist/index.mjs', 'dist/index.d.ts', 'native/binding.d.ts']) {
     assert.ok(files.includes(f), `${f} is packed`);
   }
   for (const f of files) {
     assert.match(
       f,
-      /^(package\.json|LICENSE|README\.md|dist\/[^/]+\.(js|mjs|d\.ts)|dist\/(kysely|drizzle)\/[^/]+\.(js|d\.ts)|dist\/esm\/package\.json|dist\/esm\/(kysely|drizzle)\/[^/]+\.js|native\/binding\.d\.ts|docs\/.+\.md|examples\/quickstart\.mjs)$/,
+      /^(package\.json|LICENSE|THIRD_PARTY_NOTICES\.md|README\.md|dist\/[^/]+\.(js|mjs|d\.ts)|dist\/(kysely|drizzle)\/[^/]+\.(js|d\.ts)|dist\/esm\/package\.json|dist\/esm\/(kysely|drizzle)\/[^/]+\.js|native\/binding\.d\.ts|docs\/.+\.md|examples\/quickstart\.mjs)$/,
       `${f} does not belong in the package`,
     );
   }
@@ -130,7 +130,7 @@ test('the platform tarball holds the stripped binary without test hooks, with os
   const triple = expectedTriple();
   assert.equal(pkgs.triple, triple);
   const node = `quietsqlite.${triple}.node`;
-  assert.deepEqual(installedFiles(`quietsqlite-${triple}`).sort(), ['LICENSE', 'README.md', node, 'package.json'].sort());
+  assert.deepEqual(installedFiles(`quietsqlite-${triple}`).sort(), ['LICENSE', 'THIRD_PARTY_NOTICES.md', 'README.md', node, 'package.json'].sort());
   const dir = join(project, 'node_modules', `quietsqlite-${triple}`);
   const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
   assert.equal(manifest.main, node);
