@@ -62,8 +62,8 @@ process.on('SIGINT', () => {
 function spawnPeer(peer) {
   const w =
     peer === 'node:sqlite'
-      ? new PeerProcess(peer, { execPath: node24Path, execArgv: ['--disable-warning=ExperimentalWarning'] })
-      : new PeerProcess(peer);
+      ? new PeerProcess(peer, { execPath: node24Path, execArgv: ['--disable-warning=ExperimentalWarning', ...opts.nodeFlags] })
+      : new PeerProcess(peer, { execArgv: opts.nodeFlags });
   live.add(w);
   w.child.on('exit', () => live.delete(w));
   return w;
@@ -251,6 +251,7 @@ async function main() {
       totalMemGB: Math.round(os.totalmem() / 2 ** 30),
       os: `${os.type()} ${os.release()} ${os.arch()}`,
       readers: opts.readers ?? null,
+      nodeFlags: opts.nodeFlags,
       // The size of the addon under test: SQLite's compile options move it (issue 13).
       addonBytes: addonSize(),
     },

@@ -178,12 +178,15 @@ describe('args', () => {
     assert.deepEqual(q.suites, ['1', '2']);
     assert.deepEqual(q.peers, ['sqlite3', 'quietsqlite']);
     assert.equal(q.compare, 'x.md');
+    assert.deepEqual(o.nodeFlags, []);
+    assert.deepEqual(parseArgs(['--node-flags=--min-semi-space-size=16  --expose-gc ']).nodeFlags, ['--min-semi-space-size=16', '--expose-gc']);
   });
 
   it('rejects bad input', () => {
     assert.throws(() => parseArgs(['--peers', 'mysql']), /unknown peer/);
     assert.throws(() => parseArgs(['--label', '../x']), /label/);
     assert.throws(() => parseArgs(['--bogus']));
+    assert.throws(() => parseArgs(['--node-flags', 'max-semi-space-size=16']), /start with "--"/);
   });
 
   it('names result files by date and label', () => {

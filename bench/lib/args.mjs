@@ -11,6 +11,8 @@ export const USAGE = `usage: node bench/run.mjs [options]     (npm run bench -- 
   --peers LIST         comma-separated peers (default: ${PEERS.join(',')})
   --seed N             data and parameter seed (default 42)
   --readers N          quietsqlite reader connections (default: the library's default)
+  --node-flags=FLAGS   Node/V8 flags for every peer's worker process, space-separated, e.g.
+                       --node-flags="--min-semi-space-size=16" (default: none)
   --out DIR            where results go (default bench/results)
   --tmp DIR            where database files go (default .tmp/bench)
   --no-write           do not write result files (still prints the summary)
@@ -28,6 +30,7 @@ export function parseArgs(argv) {
       peers: { type: 'string' },
       seed: { type: 'string', default: '42' },
       readers: { type: 'string' },
+      'node-flags': { type: 'string' },
       out: { type: 'string' },
       tmp: { type: 'string' },
       'no-write': { type: 'boolean', default: false },
@@ -42,6 +45,9 @@ export function parseArgs(argv) {
   if (!Number.isInteger(seed)) throw new Error('--seed must be an integer');
   const readers = values.readers === undefined ? undefined : Number(values.readers);
   if (readers !== undefined && !(Number.isInteger(readers) && readers > 0)) throw new Error('--readers must be a positive integer');
+  const nodeFlags = (values['node-flags'] ?? '').split(/\s+/).filter(Boolean);
+  const notFlag = nodeFlags.find((f) => !f.startsWith('--'));
+  if (notFlag !== undefined) throw new Error(`--node-flags takes flags that start with "--" (not ${JSON.stringify(notFlag)})`);
   if (!/^[\w.-]+$/.test(values.label)) throw new Error('--label may contain letters, digits, ".", "-" and "_" only');
   return {
     quick: values.quick,
@@ -51,6 +57,7 @@ export function parseArgs(argv) {
     peers,
     seed,
     readers,
+    nodeFlags,
     out: values.out,
     tmp: values.tmp,
     write: !values['no-write'],

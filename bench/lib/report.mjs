@@ -52,7 +52,8 @@ export function renderMarkdown(results) {
   out.push('');
   const e = results.env ?? {};
   const addon = e.addonBytes == null ? '' : ` quietsqlite addon: ${(e.addonBytes / 1e6).toFixed(2)} MB (native/quietsqlite.node, unstripped).`;
-  out.push(`Machine: ${e.cpus} x ${e.cpuModel}, ${e.totalMemGB} GB RAM, ${e.os}. Coordinator ${e.node}.${addon}`);
+  const flags = e.nodeFlags?.length ? ` Worker flags: \`${e.nodeFlags.join(' ')}\`.` : '';
+  out.push(`Machine: ${e.cpus} x ${e.cpuModel}, ${e.totalMemGB} GB RAM, ${e.os}. Coordinator ${e.node}.${addon}${flags}`);
   out.push('');
   out.push(mdTable([
     ['peer', 'version', 'SQLite', 'Node', 'pragmas', 'status'],
