@@ -55,6 +55,20 @@ for (const intMode of ['auto', 'bigint']) {
   });
 }
 
+test('columns() describes the schema as it is now, on a reader that ran nothing since the change', async (t) => {
+  // One reader: it described the statement, then the writer changed the table; a prepare
+  // alone does not make a connection look for a schema change (crates/core statements.rs).
+  const db = await openTemp(t, { readers: 1 });
+  await db.execute('CREATE TABLE t(a)');
+  const read = db.prepare('SELECT * FROM t');
+  assert.deepEqual(await read.columns(), [{ name: 'a', type: null }]);
+  await db.execute('ALTER TABLE t ADD COLUMN b TEXT');
+  assert.deepEqual(await read.columns(), [{ name: 'a', type: null }, { name: 'b', type: 'TEXT' }]);
+  await db.execute('DROP TABLE t');
+  await db.execute('CREATE TABLE t(c INTEGER, d)');
+  assert.deepEqual(await read.columns(), [{ name: 'c', type: 'INTEGER' }, { name: 'd', type: null }]);
+});
+
 test('statements survive schema changes: ADD COLUMN shows the new column, DROP + CREATE re-prepares', async (t) => {
   const db = await openTemp(t, { readers: 2 });
   await db.execute('CREATE TABLE t(a)');

@@ -99,6 +99,7 @@ pub struct Description {
 /// same text reports when it runs, with the SQL attached.
 pub fn describe(conn: &Connection, sql: &str) -> Result<Description> {
     crate::query::require_statement(sql)?;
+    refresh_schema(conn)?;
     let raw = RawStatement::prepare(conn, sql).map_err(|e| e.with_sql(sql))?;
     let stmt = raw.handle();
     if stmt.is_null() {
@@ -125,6 +126,19 @@ pub fn describe(conn: &Connection, sql: &str) -> Result<Description> {
         (readonly, columns)
     };
     Ok(Description { readonly: readonly && !several, columns })
+}
+
+/// A connection learns of a schema change another connection made when a statement of its
+/// own runs (its read transaction compares the schema cookie and reloads the schema); a
+/// prepare that succeeds does not look. So a reader that ran nothing since an `ALTER TABLE` on
+/// the writer would describe the old columns. Reading `sqlite_schema` makes the comparison
+/// (without a result row), so what `describe` prepares next sees the schema as of now.
+fn refresh_schema(conn: &Connection) -> Result<()> {
+    const CHECK: &str = "SELECT 1 FROM sqlite_schema LIMIT 0";
+    let mut stmt = conn.prepare(CHECK).map_err(|e| Error::from(e).with_sql(CHECK))?;
+    let mut rows = stmt.query([]).map_err(|e| Error::from(e).with_sql(CHECK))?;
+    rows.next().map_err(|e| Error::from(e).with_sql(CHECK))?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -177,5 +191,24 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(describe(&conn, " -- nothing"), Err(Error::Range(_))));
+    }
+
+    #[test]
+    fn describes_the_schema_another_connection_changed() {
+        let dir = std::env::temp_dir().join(format!("qs-describe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("d.db");
+        let writer = Connection::open(&path).unwrap();
+        writer.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t(a)").unwrap();
+        let reader = Connection::open(&path).unwrap();
+        let names = |d: Description| d.columns.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+        assert_eq!(names(describe(&reader, "SELECT * FROM t").unwrap()), ["a"]);
+        // The reader runs nothing between the change and the next description.
+        writer.execute_batch("ALTER TABLE t ADD COLUMN b TEXT").unwrap();
+        assert_eq!(names(describe(&reader, "SELECT * FROM t").unwrap()), ["a", "b"]);
+        writer.execute_batch("DROP TABLE t; CREATE TABLE t(c, d, e)").unwrap();
+        assert_eq!(names(describe(&reader, "SELECT * FROM t").unwrap()), ["c", "d", "e"]);
+        drop((reader, writer));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
