@@ -570,3 +570,26 @@ test('calls on a closed database reject with ERR_QUIETSQLITE_CLOSED and never ru
   assert.deepEqual(await values(again), []);
   await again.close();
 });
+
+test("tx.select refuses a statement that another connection's schema change made a write", async () => {
+  // The writer prepares the text against the schema it last saw, where the trigger does not
+  // exist (a read-only no-op); running it, SQLite prepares it again against the new schema,
+  // where it would drop the trigger. The authorizer refuses that second preparation.
+  const file = tmp.file();
+  const a = await Database.open(file);
+  const b = await Database.open(file);
+  try {
+    await a.execute('CREATE TABLE t(x)');
+    await b.execute('CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT 1; END');
+    const err = await a.transaction((tx) => tx.select('DROP TRIGGER IF EXISTS tr')).then(
+      () => assert.fail('tx.select ran a write'),
+      (e) => e,
+    );
+    assert.ok(err instanceof SqliteError, String(err));
+    assert.equal(err.code, 'SQLITE_READONLY');
+    assert.deepEqual(await b.select("SELECT name FROM sqlite_schema WHERE type = 'trigger'"), [{ name: 'tr' }]);
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});

@@ -88,7 +88,7 @@ pub(crate) fn require_statement(sql: &str) -> Result<()> {
 /// Used by readers (read-only connections), live queries and the inline connection.
 pub fn read(conn: &ReadConnection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
     if format == ReadFormat::Describe {
-        return describe_under(Rule::Read, conn, sql);
+        return describe_under(Rule::Describe, conn, sql);
     }
     under(Rule::Read, || {
         let mut stmt = conn.statement(sql, |c| prepare_raw(c, sql, true))?;
@@ -142,7 +142,7 @@ fn read_prepared(stmt: &mut RawStatement, sql: &str, params: &Params, format: Re
     if !stmt.readonly() {
         return Err(Error::Sqlite {
             code: rusqlite::ffi::SQLITE_READONLY,
-            message: "select() runs read-only statements only; use execute() for writes".into(),
+            message: crate::statement_rules::WRITE_IN_READ_REFUSED.into(),
             sql: Some(sql.to_owned()),
         });
     }
