@@ -62,6 +62,11 @@ struct Group {
     timer_pending: bool,
     last: Option<Last>,
     last_run: Duration,
+    /// `Shared::completed_writes` when the running (or last) run was started: `last` is the
+    /// result as of then, and holds for a new subscriber only while no write has completed
+    /// since (the writer counts before the write's promise can settle).
+    run_epoch: u64,
+    last_epoch: u64,
 }
 
 impl Group {
@@ -104,6 +109,8 @@ struct Shared {
     writer: Option<Sender<WriterMsg>>,
     /// Where a read-only database polls (None for in-memory databases: nobody else writes).
     poll_target: Option<(Location, OpenOptions)>,
+    /// Writer requests completed so far (`request_completing`).
+    completed_writes: std::sync::atomic::AtomicU64,
 }
 
 /// The live-query registry of one database. Cheap to clone.
@@ -128,6 +135,7 @@ impl LiveQueries {
             readers,
             writer,
             poll_target,
+            completed_writes: std::sync::atomic::AtomicU64::new(0),
         });
         let s = shared.clone();
         let _ = std::thread::Builder::new()
@@ -168,6 +176,8 @@ impl LiveQueries {
                         timer_pending: false,
                         last: None,
                         last_run: Duration::ZERO,
+                        run_epoch: 0,
+                        last_epoch: 0,
                     };
                     st.groups.insert(g, group);
                     g
@@ -177,7 +187,13 @@ impl LiveQueries {
             self.shared.tracking.store(true, Ordering::Relaxed);
             let group = st.groups.get_mut(&gid).expect("group just found");
             group.subs.push(sub);
-            let up_to_date = !group.running && !group.dirty && !group.timer_pending;
+            // A write that completed after the group's last run started may not be in its
+            // result: the new subscriber gets a run of its own (its write has settled, so its
+            // caller may rely on it).
+            let up_to_date = !group.running
+                && !group.dirty
+                && !group.timer_pending
+                && group.last_epoch == self.shared.completed_writes.load(Ordering::Acquire);
             match (&group.last, up_to_date) {
                 (Some(last), true) => {
                     // Share the result the group already has.
@@ -272,6 +288,10 @@ impl ChangeListener for LiveQueries {
         self.committed(ChangeSet::default(), true);
     }
 
+    fn request_completing(&self) {
+        self.shared.completed_writes.fetch_add(1, Ordering::AcqRel);
+    }
+
     fn committed(&self, changes: ChangeSet, schema_changed: bool) {
         let mut st = self.shared.lock();
         if st.groups.is_empty() {
@@ -361,6 +381,7 @@ impl Shared {
         }
         g.running = true;
         g.dirty = false;
+        g.run_epoch = self.completed_writes.load(Ordering::Acquire);
         let sql = g.sql.clone();
         let params = g.params.clone();
         let need_deps = g.deps.is_none();
@@ -421,6 +442,7 @@ impl Shared {
         let Some(g) = st.groups.get_mut(&gid) else { return };
         g.running = false;
         g.last_run = took;
+        g.last_epoch = g.run_epoch;
         match outcome {
             Ok(rows) => {
                 let hash = xxhash_rust::xxh3::xxh3_64(&rows.bytes);

@@ -79,6 +79,9 @@ pub trait ChangeListener: Send + Sync {
     fn committed(&self, changes: ChangeSet, schema_changed: bool);
     /// Another connection or process committed; what it changed is unknown.
     fn external_change(&self);
+    /// A request of the writer is about to complete: from the moment it settles, a live
+    /// query that starts must not be handed a result from before it.
+    fn request_completing(&self) {}
 }
 
 /// WAL pages after which the writer checkpoints once it is idle (its queue empty for
@@ -225,6 +228,7 @@ impl Writer {
                     // The request resolves before any live query can emit its effect.
                     // Counted down first: whoever sees the completion sees the count without it.
                     self.unfinished.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    self.listener.request_completing();
                     self.sink.complete(Completion { id, result });
                     self.publish_changes();
                 }
