@@ -7,8 +7,8 @@ import { execFile } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { openMemory } from './fixtures/helpers.mjs';
-import { EMIT_MS, settle, within } from './fixtures/live-helpers.mjs';
+import { openMemory, openTemp } from './fixtures/helpers.mjs';
+import { EMIT_MS, settle, sleep, within } from './fixtures/live-helpers.mjs';
 
 const run = promisify(execFile);
 const CHILD = fileURLToPath(new URL('./fixtures/live-throw-child.mjs', import.meta.url));
@@ -64,4 +64,39 @@ test('overlapping next() calls are all rejected by a failing first run', { timeo
   for (const c of calls) {
     await assert.rejects(within(c, EMIT_MS, 'a next() of a failing stream'), { code: 'SQLITE_ERROR' });
   }
+});
+
+test('a view redefined while a live query derives its dependencies: the query follows the new definition', async (t) => {
+  // The first run of a stream derives what it reads (deps.rs); 400 tables and 2,000 indexes
+  // make that take tens of milliseconds, and the view is redefined in that window. Before the
+  // fix, the dependencies derived from the old schema were kept for good (3 of these 8
+  // streams, in each of three runs), and an insert into the view's new table never re-ran
+  // the query.
+  const db = await openTemp(t);
+  const FILLER = 400;
+  await db.transaction(async (tx) => {
+    for (let i = 0; i < FILLER; i++) await tx.execute(`CREATE TABLE f${i}(a, b, c)`);
+    for (let i = 0; i < 2000; i++) await tx.execute(`CREATE INDEX fx${i} ON f${i % FILLER}(a, b, c, a + ${i})`);
+  });
+  const filler = Array.from({ length: FILLER }, (_, i) => `(SELECT count(*) FROM f${i})`).join(' + ');
+  const stale = [];
+  let k = 0;
+  for (const wait of [10, 15, 20, 25, 10, 15, 20, 25]) {
+    k++;
+    await db.execute(`CREATE TABLE old${k}(x); CREATE TABLE new${k}(x); CREATE VIEW v${k} AS SELECT x FROM old${k}`);
+    const sql = `SELECT (SELECT count(*) FROM v${k}) AS n, ${filler} AS z`;
+    let seen;
+    const unsubscribe = db.stream(sql).subscribe((rows) => (seen = rows[0].n));
+    await sleep(wait);
+    await db.transaction(async (tx) => {
+      await tx.execute(`DROP VIEW v${k}`);
+      await tx.execute(`CREATE VIEW v${k} AS SELECT x FROM new${k}`);
+    });
+    await sleep(200);
+    await db.execute(`INSERT INTO new${k} VALUES (1), (2), (3)`);
+    for (let waited = 0; seen !== 3 && waited < 2000; waited += 20) await sleep(20);
+    if (seen !== 3) stale.push(`view ${k} (redefined after ${wait} ms): the stream shows ${seen}`);
+    unsubscribe();
+  }
+  assert.deepEqual(stale, []);
 });

@@ -92,6 +92,9 @@ struct State {
     runs: u64,
     /// Re-runs whose rows hashed the same as the last result (nothing new was sent).
     skipped_by_hash: u64,
+    /// Schema changes seen (`committed` with `schema_changed`): dependencies derived across
+    /// one may describe the old schema.
+    schema_changes: u64,
 }
 
 enum Delivery {
@@ -297,6 +300,9 @@ impl ChangeListener for LiveQueries {
         if st.groups.is_empty() {
             return;
         }
+        if schema_changed {
+            st.schema_changes += 1;
+        }
         let affected: Vec<GroupId> = if schema_changed {
             // Statements, column lists and dependencies may all have changed.
             let all: Vec<GroupId> = st.groups.keys().copied().collect();
@@ -410,17 +416,29 @@ impl Shared {
     fn query(self: &Arc<Self>, conn: &ReadConnection, gid: GroupId, sql: &str, params: &Params, need_deps: bool) -> Option<Result<EncodedRows>> {
         let mut outcome: Result<EncodedRows> = Ok(EncodedRows::default());
         if need_deps {
+            let schema_before = self.lock().schema_changes;
             match dependencies(conn, sql) {
                 Ok(deps) => {
                     // Registered before the query runs: a commit after this point
                     // invalidates the group; one before it is in the query's snapshot.
                     let mut st = self.lock();
-                    for table in deps.keys() {
-                        st.by_table.entry(table.clone()).or_default().insert(gid);
-                    }
-                    match st.groups.get_mut(&gid) {
-                        Some(g) => g.deps = Some(deps),
-                        None => return None,
+                    // A schema change committed while they were derived (it found no
+                    // dependencies to forget) may have left them describing the old schema:
+                    // they are dropped, and the group, marked dirty, runs again and derives
+                    // them anew.
+                    if st.schema_changes != schema_before {
+                        match st.groups.get_mut(&gid) {
+                            Some(g) => g.dirty = true,
+                            None => return None,
+                        }
+                    } else {
+                        for table in deps.keys() {
+                            st.by_table.entry(table.clone()).or_default().insert(gid);
+                        }
+                        match st.groups.get_mut(&gid) {
+                            Some(g) => g.deps = Some(deps),
+                            None => return None,
+                        }
                     }
                 }
                 Err(e) => outcome = Err(e),
