@@ -579,3 +579,28 @@ test("a stream that joins a running group after a write settled starts from a re
   await db.execute("ALTER TABLE o ADD COLUMN b TEXT DEFAULT 'new'");
   assert.deepEqual(await firstOf(db.stream('SELECT * FROM o')), [{ a: 1, b: 'new' }]);
 });
+
+test('a stream that joins while its group re-runs for an older write waits for a run that has the newer one', async (t) => {
+  const db = await fileDb(t, 'CREATE TABLE t(x)');
+  // Tens of milliseconds a run, so the second insert lands while the run for the first is in flight.
+  const SLOW =
+    'SELECT (SELECT count(*) FROM t) AS n, ' +
+    '(WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 300000) SELECT max(i) FROM c) AS m';
+  const keep = db.stream(SLOW);
+  await new Promise((resolve) => keep.subscribe(() => resolve()));
+  const firstOf = (live) =>
+    new Promise((resolve, reject) => {
+      const unsubscribe = live.subscribe((rows) => {
+        queueMicrotask(() => unsubscribe());
+        resolve(rows);
+      }, reject);
+    });
+  const stale = [];
+  for (let round = 1; round <= 5; round++) {
+    await db.execute('INSERT INTO t VALUES (1)'); // the group starts a run for this one
+    await db.execute('INSERT INTO t VALUES (2)');
+    const [row] = await firstOf(db.stream(SLOW));
+    if (row.n !== 2 * round) stale.push(`round ${round}: n=${row.n}, expected ${2 * round}`);
+  }
+  assert.deepEqual(stale, []);
+});

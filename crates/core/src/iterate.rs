@@ -216,7 +216,7 @@ fn run(conn: &Connection, q: &Queued, sink: &Arc<dyn CompletionSink>) -> Result<
     if !stmt.readonly() {
         return Err(Error::Sqlite {
             code: rusqlite::ffi::SQLITE_READONLY,
-            message: crate::statement_rules::WRITE_IN_READ_REFUSED.into(),
+            message: "iterate() runs read-only statements only; use execute() for writes".into(),
             sql: Some(sql.to_owned()),
         });
     }

@@ -48,6 +48,9 @@ struct Subscriber {
     /// Hash of the rows it was sent last: it is sent rows only when they differ (a result
     /// that changed and changed back while it was not reading is nothing new to it).
     sent: Option<u64>,
+    /// `Shared::completed_writes` when it subscribed: its first emission comes from a run
+    /// started at that count or later, so it holds every write that had settled.
+    min_epoch: u64,
     max_delay: Duration,
 }
 
@@ -153,7 +156,8 @@ impl LiveQueries {
         key.extend_from_slice(&(sql.len() as u64).to_le_bytes());
         key.extend_from_slice(sql.as_bytes());
         params.append_key(&mut key);
-        let sub = Subscriber { id, ready: true, has_first: false, sent: None, max_delay };
+        let min_epoch = self.shared.completed_writes.load(Ordering::Acquire);
+        let sub = Subscriber { id, ready: true, has_first: false, sent: None, max_delay, min_epoch };
         let mut deliveries = Vec::new();
         {
             let mut st = self.shared.lock();
@@ -191,12 +195,9 @@ impl LiveQueries {
             let group = st.groups.get_mut(&gid).expect("group just found");
             group.subs.push(sub);
             // A write that completed after the group's last run started may not be in its
-            // result: the new subscriber gets a run of its own (its write has settled, so its
-            // caller may rely on it).
-            let up_to_date = !group.running
-                && !group.dirty
-                && !group.timer_pending
-                && group.last_epoch == self.shared.completed_writes.load(Ordering::Acquire);
+            // result: the new subscriber waits for a run started after it subscribed (a run
+            // in flight may be too old as well: see `finish`).
+            let up_to_date = !group.running && !group.dirty && !group.timer_pending && group.last_epoch >= min_epoch;
             match (&group.last, up_to_date) {
                 (Some(last), true) => {
                     // Share the result the group already has.
@@ -472,7 +473,10 @@ impl Shared {
                 }
                 let last = g.last.as_ref().expect("set above");
                 for s in g.subs.iter_mut() {
-                    if s.ready && (!s.has_first || s.sent != Some(last.hash)) {
+                    // A first emission only from a run that started after the subscriber came
+                    // (else the group is dirty, and the next run brings it).
+                    let current_for_it = s.has_first || g.run_epoch >= s.min_epoch;
+                    if s.ready && current_for_it && (!s.has_first || s.sent != Some(last.hash)) {
                         deliveries.push(Delivery::Rows(s.id, last.bytes.clone(), last.rows));
                         s.ready = false;
                         s.has_first = true;

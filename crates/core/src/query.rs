@@ -88,7 +88,7 @@ pub(crate) fn require_statement(sql: &str) -> Result<()> {
 /// Used by readers (read-only connections), live queries and the inline connection.
 pub fn read(conn: &ReadConnection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
     if format == ReadFormat::Describe {
-        return describe_under(Rule::Describe, conn, sql);
+        return describe_under(Rule::Read, conn, sql);
     }
     under(Rule::Read, || {
         let mut stmt = conn.statement(sql, |c| prepare_raw(c, sql, true))?;
@@ -124,6 +124,13 @@ pub fn read_on_writer(conn: &ReadConnection, sql: &str, params: &Params, format:
     if starts_with_query(sql.as_bytes()) {
         return read(conn, sql, params, format);
     }
+    // Whether such a text writes can depend on the schema (`DROP TRIGGER IF EXISTS` writes
+    // only while the trigger exists), and the writer may not have seen another connection's
+    // change yet: prepared against the old schema it passes the read-only check, and SQLite,
+    // preparing it again as it runs, would write. Looked at first, inside the transaction,
+    // the schema cannot change under this statement (its snapshot is fixed from here on).
+    // Readers need no such step: their connections are read-only.
+    crate::statements::refresh_schema(conn)?;
     under(Rule::Read, || {
         let mut stmt = prepare_raw(conn, sql, false)?;
         read_prepared(&mut stmt, sql, params, format)
@@ -142,7 +149,7 @@ fn read_prepared(stmt: &mut RawStatement, sql: &str, params: &Params, format: Re
     if !stmt.readonly() {
         return Err(Error::Sqlite {
             code: rusqlite::ffi::SQLITE_READONLY,
-            message: crate::statement_rules::WRITE_IN_READ_REFUSED.into(),
+            message: "select() runs read-only statements only; use execute() for writes".into(),
             sql: Some(sql.to_owned()),
         });
     }

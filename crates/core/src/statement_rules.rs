@@ -13,12 +13,7 @@
 //!   changes the connection. A read runs on one of several connections (any reader), so a
 //!   setting made by it would apply to one random connection. Pragmas only in their query
 //!   form, or with an argument only when that argument names what to inspect; no ATTACH or
-//!   DETACH; and no writes. Writes are also refused by `sqlite3_stmt_readonly` before a read
-//!   runs, but that looks at the statement as first prepared: a statement SQLite prepares
-//!   again while it runs (the schema changed on another connection) can become a write
-//!   (`DROP TRIGGER IF EXISTS` once the trigger exists), and only the authorizer sees that.
-//! - `Describe` (`stmt.columns()` on a reader): as `Read`, but a write may be described; a
-//!   description never runs.
+//!   DETACH. Writes are refused separately (`sqlite3_stmt_readonly`).
 
 use crate::error::{Error, Result};
 use rusqlite::{ffi, Connection};
@@ -33,8 +28,6 @@ pub enum Rule {
     Write,
     /// User SQL that must only read (select and friends, live queries).
     Read,
-    /// User SQL prepared to be described on a read connection, never run.
-    Describe,
 }
 
 thread_local! {
@@ -65,11 +58,6 @@ const ACTING_PRAGMAS: &[&str] = &["optimize", "shrink_memory", "wal_checkpoint",
 /// connection by SQL would leave the others, and maybe the file, in plaintext.
 const KEY_PRAGMAS: &[&str] = &["key", "rekey", "hexkey", "hexrekey", "textkey", "textrekey"];
 
-/// Why a read refuses a statement that writes. Its error is a `SqliteError` with the code a
-/// read-only statement check gives (`SQLITE_READONLY`), not a `RangeError`.
-pub(crate) const WRITE_IN_READ_REFUSED: &str =
-    "reads (select, selectOne, selectBytes, iterate, live queries) run read-only statements only; use execute() for writes";
-
 pub(crate) const KEY_PRAGMA_REFUSED: &str =
     "encryption keys cannot be set by pragma (key, rekey, hexkey, hexrekey): give the key with the \
      'encryptionKey' open option and change it with db.rekey()";
@@ -96,47 +84,9 @@ pub fn under<T>(rule: Rule, f: impl FnOnce() -> Result<T>) -> Result<T> {
     RULE.with(|r| r.set(before));
     let denied = DENIED.try_with(|d| d.borrow_mut().take()).ok().flatten();
     match (out, denied) {
-        (Err(e), Some(why)) if why == WRITE_IN_READ_REFUSED => {
-            let sql = match e {
-                Error::Sqlite { sql, .. } => sql,
-                _ => None,
-            };
-            Err(Error::Sqlite { code: ffi::SQLITE_READONLY, message: why, sql })
-        }
         (Err(_), Some(why)) => Err(Error::Range(why)),
         (out, _) => out,
     }
-}
-
-/// Authorizer actions that change the database: a read refuses them.
-fn writes(action: c_int) -> bool {
-    matches!(
-        action,
-        ffi::SQLITE_INSERT
-            | ffi::SQLITE_UPDATE
-            | ffi::SQLITE_DELETE
-            | ffi::SQLITE_CREATE_INDEX
-            | ffi::SQLITE_CREATE_TABLE
-            | ffi::SQLITE_CREATE_TEMP_INDEX
-            | ffi::SQLITE_CREATE_TEMP_TABLE
-            | ffi::SQLITE_CREATE_TEMP_TRIGGER
-            | ffi::SQLITE_CREATE_TEMP_VIEW
-            | ffi::SQLITE_CREATE_TRIGGER
-            | ffi::SQLITE_CREATE_VIEW
-            | ffi::SQLITE_CREATE_VTABLE
-            | ffi::SQLITE_DROP_INDEX
-            | ffi::SQLITE_DROP_TABLE
-            | ffi::SQLITE_DROP_TEMP_INDEX
-            | ffi::SQLITE_DROP_TEMP_TABLE
-            | ffi::SQLITE_DROP_TEMP_TRIGGER
-            | ffi::SQLITE_DROP_TEMP_VIEW
-            | ffi::SQLITE_DROP_TRIGGER
-            | ffi::SQLITE_DROP_VIEW
-            | ffi::SQLITE_DROP_VTABLE
-            | ffi::SQLITE_ALTER_TABLE
-            | ffi::SQLITE_REINDEX
-            | ffi::SQLITE_ANALYZE
-    )
 }
 
 /// The verdict for one authorizer call; `None` allows it.
@@ -152,7 +102,6 @@ fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>) ->
         ),
         ffi::SQLITE_PRAGMA if arg1.is_some_and(is_key_pragma) => Some(KEY_PRAGMA_REFUSED.into()),
         _ if rule == Rule::Write => None,
-        _ if rule == Rule::Read && writes(action) => Some(WRITE_IN_READ_REFUSED.into()),
         ffi::SQLITE_ATTACH | ffi::SQLITE_DETACH => Some(
             "select() cannot ATTACH or DETACH: reads run on any of several connections; \
              use execute() or the open options"
@@ -257,45 +206,5 @@ mod tests {
         }
         assert!(prepare(&c, Rule::Write, "PRAGMA cache_size = 10").is_ok());
         assert!(prepare(&c, Rule::Write, "ATTACH ':memory:' AS b").is_ok());
-    }
-
-    #[test]
-    fn reads_may_not_write_and_descriptions_may_name_writes() {
-        let c = conn();
-        for sql in ["INSERT INTO t VALUES (1)", "DELETE FROM t", "UPDATE t SET x = 1", "CREATE TABLE u(y)", "CREATE TEMP TABLE u(y)", "DROP TABLE t", "ALTER TABLE t ADD COLUMN y", "CREATE INDEX i ON t(x)"] {
-            match prepare(&c, Rule::Read, sql) {
-                Err(Error::Sqlite { code: ffi::SQLITE_READONLY, message, .. }) => assert_eq!(message, WRITE_IN_READ_REFUSED),
-                other => panic!("{sql}: {other:?}"),
-            }
-            assert!(prepare(&c, Rule::Describe, sql).is_ok(), "{sql}");
-            assert!(prepare(&c, Rule::Write, sql).is_ok(), "{sql}");
-        }
-        // Describing is still held to what a read may do to the connection.
-        assert!(matches!(prepare(&c, Rule::Describe, "PRAGMA cache_size = 10"), Err(Error::Range(_))));
-        assert!(prepare(&c, Rule::Read, "SELECT x FROM t WHERE x IN (SELECT x FROM t)").is_ok());
-    }
-
-    #[test]
-    fn a_read_that_becomes_a_write_when_prepared_again_is_refused() {
-        // Prepared while the trigger does not exist, `DROP TRIGGER IF EXISTS` writes nothing
-        // (read-only); another connection then creates the trigger, and SQLite prepares the
-        // statement again as it runs: now it would drop it.
-        let dir = std::env::temp_dir().join(format!("qs-rules-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("r.db");
-        let a = Connection::open(&path).unwrap();
-        install(&a);
-        a.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t(x)").unwrap();
-        let b = Connection::open(&path).unwrap();
-        let mut stmt = under(Rule::Read, || a.prepare("DROP TRIGGER IF EXISTS tr").map_err(Error::from)).unwrap();
-        assert!(stmt.readonly());
-        b.execute_batch("CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT 1; END").unwrap();
-        let ran = under(Rule::Read, || stmt.raw_execute().map_err(Error::from));
-        assert!(matches!(ran, Err(Error::Sqlite { code: ffi::SQLITE_READONLY, .. })), "{ran:?}");
-        drop(stmt);
-        let n: i64 = b.query_row("SELECT count(*) FROM sqlite_schema WHERE type = 'trigger'", [], |r| r.get(0)).unwrap();
-        assert_eq!(n, 1, "the trigger is still there");
-        drop((a, b));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

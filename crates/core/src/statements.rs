@@ -133,7 +133,7 @@ pub fn describe(conn: &Connection, sql: &str) -> Result<Description> {
 /// prepare that succeeds does not look. So a reader that ran nothing since an `ALTER TABLE` on
 /// the writer would describe the old columns. Reading `sqlite_schema` makes the comparison
 /// (without a result row), so what `describe` prepares next sees the schema as of now.
-fn refresh_schema(conn: &Connection) -> Result<()> {
+pub(crate) fn refresh_schema(conn: &Connection) -> Result<()> {
     const CHECK: &str = "SELECT 1 FROM sqlite_schema LIMIT 0";
     let mut stmt = conn.prepare(CHECK).map_err(|e| Error::from(e).with_sql(CHECK))?;
     let mut rows = stmt.query([]).map_err(|e| Error::from(e).with_sql(CHECK))?;
