@@ -550,18 +550,20 @@ test('callbacks run in the async context of their subscribe() call, each in its 
   assert.deepStrictEqual(errors, ['request-c']);
 });
 
+/** The first emission of a new subscriber of `live`, which then unsubscribes. */
+const firstOf = (live) =>
+  new Promise((resolve, reject) => {
+    const unsubscribe = live.subscribe((rows) => {
+      queueMicrotask(() => unsubscribe());
+      resolve(rows);
+    }, reject);
+  });
+
 test("a stream that joins a running group after a write settled starts from a result that has the write (the group's older one is not shared)", async (t) => {
   const db = await fileDb(t, 'CREATE TABLE t(x)');
   const SQL = 'SELECT count(*) AS n FROM t';
   const keep = db.stream(SQL);
   await new Promise((resolve) => keep.subscribe(() => resolve()));
-  const firstOf = (live) =>
-    new Promise((resolve, reject) => {
-      const unsubscribe = live.subscribe((rows) => {
-        queueMicrotask(() => unsubscribe());
-        resolve(rows);
-      }, reject);
-    });
   // Each join lands while the group re-runs for the insert, or just after; before the fix,
   // about one join in ten (32 of 300 in a probe) was handed the count from before the insert.
   const stale = [];
@@ -588,13 +590,6 @@ test('a stream that joins while its group re-runs for an older write waits for a
     '(WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 300000) SELECT max(i) FROM c) AS m';
   const keep = db.stream(SLOW);
   await new Promise((resolve) => keep.subscribe(() => resolve()));
-  const firstOf = (live) =>
-    new Promise((resolve, reject) => {
-      const unsubscribe = live.subscribe((rows) => {
-        queueMicrotask(() => unsubscribe());
-        resolve(rows);
-      }, reject);
-    });
   const stale = [];
   for (let round = 1; round <= 5; round++) {
     await db.execute('INSERT INTO t VALUES (1)'); // the group starts a run for this one
