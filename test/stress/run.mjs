@@ -73,8 +73,8 @@ function report(results, seconds) {
   for (const [kind, r] of Object.entries(results)) {
     lines.push('', `## ${kind}`, '', '```json', JSON.stringify(kind === 'soak' ? { ...r.figures, curve: undefined } : r.figures, null, 1), '```');
     if (kind === 'soak' && r.figures.curve) {
-      lines.push('', 'RSS curve (MB) and promises in flight:', '', '| t (s) | RSS (MB) | threads | pending |', '|---|---|---|---|');
-      for (const c of r.figures.curve) lines.push(`| ${c.s} | ${c.rssMb} | ${c.threads} | ${c.pending} |`);
+      lines.push('', 'Memory curve (MB, each point after a full collection) and promises in flight:', '', '| t (s) | RSS | live JS heap | outside the JS heap | threads | pending |', '|---|---|---|---|---|---|');
+      for (const c of r.figures.curve) lines.push(`| ${c.s} | ${c.rssMb} | ${c.heapLiveMb} | ${c.outsideHeapMb} | ${c.threads} | ${c.pending} |`);
     }
     if (r.failures.length > 0) {
       lines.push('', `Failures (${r.failures.length}), grouped:`, '');
