@@ -130,7 +130,7 @@ pub fn read_on_writer(conn: &ReadConnection, sql: &str, params: &Params, format:
     // preparing it again as it runs, would write. Looked at first, inside the transaction,
     // the schema cannot change under this statement (its snapshot is fixed from here on).
     // Readers need no such step: their connections are read-only.
-    crate::statements::refresh_schema(conn)?;
+    crate::statements::refresh_schema(conn, sql)?;
     under(Rule::Read, || {
         let mut stmt = prepare_raw(conn, sql, false)?;
         read_prepared(&mut stmt, sql, params, format)

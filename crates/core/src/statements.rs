@@ -99,7 +99,7 @@ pub struct Description {
 /// same text reports when it runs, with the SQL attached.
 pub fn describe(conn: &Connection, sql: &str) -> Result<Description> {
     crate::query::require_statement(sql)?;
-    refresh_schema(conn)?;
+    refresh_schema(conn, sql)?;
     let raw = RawStatement::prepare(conn, sql).map_err(|e| e.with_sql(sql))?;
     let stmt = raw.handle();
     if stmt.is_null() {
@@ -133,12 +133,17 @@ pub fn describe(conn: &Connection, sql: &str) -> Result<Description> {
 /// prepare that succeeds does not look. So a reader that ran nothing since an `ALTER TABLE` on
 /// the writer would describe the old columns. Reading `sqlite_schema` makes the comparison
 /// (without a result row), so what `describe` prepares next sees the schema as of now.
-pub(crate) fn refresh_schema(conn: &Connection) -> Result<()> {
+/// A failure (a wrong key, I/O, a file that is not a database) is reported with `sql`, the
+/// caller's text: that is what failed, and the check's own text would mean nothing to them.
+pub(crate) fn refresh_schema(conn: &Connection, sql: &str) -> Result<()> {
     const CHECK: &str = "SELECT 1 FROM sqlite_schema LIMIT 0";
-    let mut stmt = conn.prepare(CHECK).map_err(|e| Error::from(e).with_sql(CHECK))?;
-    let mut rows = stmt.query([]).map_err(|e| Error::from(e).with_sql(CHECK))?;
-    rows.next().map_err(|e| Error::from(e).with_sql(CHECK))?;
-    Ok(())
+    let run = || -> rusqlite::Result<()> {
+        let mut stmt = conn.prepare(CHECK)?;
+        let mut rows = stmt.query([])?;
+        rows.next()?;
+        Ok(())
+    };
+    run().map_err(|e| Error::from(e).with_sql(sql))
 }
 
 #[cfg(test)]
@@ -195,9 +200,8 @@ mod tests {
 
     #[test]
     fn describes_the_schema_another_connection_changed() {
-        let dir = std::env::temp_dir().join(format!("qs-describe-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("d.db");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.db");
         let writer = Connection::open(&path).unwrap();
         writer.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t(a)").unwrap();
         let reader = Connection::open(&path).unwrap();
@@ -208,7 +212,20 @@ mod tests {
         assert_eq!(names(describe(&reader, "SELECT * FROM t").unwrap()), ["a", "b"]);
         writer.execute_batch("DROP TABLE t; CREATE TABLE t(c, d, e)").unwrap();
         assert_eq!(names(describe(&reader, "SELECT * FROM t").unwrap()), ["c", "d", "e"]);
-        drop((reader, writer));
-        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_schema_read_names_the_callers_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("not-a-database.db");
+        std::fs::write(&path, vec![0x5a; 8192]).unwrap();
+        let conn = Connection::open(&path).unwrap();
+        match describe(&conn, "SELECT 42") {
+            Err(Error::Sqlite { code, sql, .. }) => {
+                assert_eq!(code, ffi::SQLITE_NOTADB);
+                assert_eq!(sql.as_deref(), Some("SELECT 42"));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
