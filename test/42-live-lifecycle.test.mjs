@@ -414,3 +414,22 @@ test('a read-only database sees commits made through another connection', async 
   t.diagnostic(`read-only poll latency (ms): ${latencies.map((x) => x.toFixed(1)).join(', ')}`);
   rec.unsubscribe();
 });
+
+test('a read-only database follows a view that another connection redefines', async (t) => {
+  // A read-only database re-runs every live query on any commit it sees (docs/live-queries.md),
+  // so the dependencies derived under the old definition must not keep it on the old table.
+  const dir = await tempDir(t);
+  const file = join(dir, 'ro-view.db');
+  const writer = await Database.open(file);
+  t.after(() => writer.close());
+  await writer.execute('CREATE TABLE old(x); CREATE TABLE new(x); INSERT INTO old VALUES (1); CREATE VIEW v AS SELECT x FROM old');
+  const reader = await Database.open(file, { readonly: true });
+  t.after(() => reader.close());
+  const rec = await recordFirst(reader.stream('SELECT count(*) AS n FROM v'));
+  assert.deepStrictEqual(rec.emissions[0], [{ n: 1 }]);
+  await writer.execute('DROP VIEW v; CREATE VIEW v AS SELECT x FROM new');
+  await emissionWhere(rec, (r) => r[0].n === 0, 1000, 'the redefined view');
+  await writer.execute('INSERT INTO new VALUES (1), (2), (3)');
+  await emissionWhere(rec, (r) => r[0].n === 3, 1000, 'a write to the view\'s new table');
+  rec.unsubscribe();
+});
