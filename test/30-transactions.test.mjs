@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Database, SqliteError } from '../dist/index.mjs';
-import { deferred, exitIfStuck, scratch, values } from './fixtures/tx-helpers.mjs';
+import { deferred, exitIfStuck, scratch, sleep, values } from './fixtures/tx-helpers.mjs';
 
 const tmp = scratch('tx30');
 exitIfStuck();
@@ -572,9 +572,10 @@ test('calls on a closed database reject with ERR_QUIETSQLITE_CLOSED and never ru
 });
 
 test("tx.select refuses a statement that another connection's schema change made a write", async () => {
-  // The writer prepares the text against the schema it last saw, where the trigger does not
-  // exist (a read-only no-op); running it, SQLite prepares it again against the new schema,
-  // where it would drop the trigger. The authorizer refuses that second preparation.
+  // The writer last saw a schema without the trigger, where the text is a read-only no-op;
+  // running it, SQLite would prepare it again against the new schema and drop the trigger.
+  // tx.select reads the schema before it prepares such a text (query.rs), so the read-only
+  // check sees the write.
   const file = tmp.file();
   const a = await Database.open(file);
   const b = await Database.open(file);
@@ -588,6 +589,36 @@ test("tx.select refuses a statement that another connection's schema change made
     assert.ok(err instanceof SqliteError, String(err));
     assert.equal(err.code, 'SQLITE_READONLY');
     assert.deepEqual(await b.select("SELECT name FROM sqlite_schema WHERE type = 'trigger'"), [{ name: 'tr' }]);
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});
+
+test("a prepared statement's first call in a deferred transaction waits for another connection's write lock like its text does", async () => {
+  // The first call of a statement also describes it; in a deferred transaction that has not
+  // read yet, the description's schema read started the snapshot early, and the write that
+  // followed failed with SQLITE_BUSY at once instead of waiting out the other transaction.
+  const file = tmp.file();
+  const a = await Database.open(file);
+  const b = await Database.open(file);
+  try {
+    await a.execute('CREATE TABLE t(v)');
+    const holding = deferred();
+    const bHolds = deferred();
+    const other = b.transaction(async (tx) => {
+      await tx.execute('INSERT INTO t VALUES (1)');
+      bHolds.resolve();
+      await holding.promise;
+    });
+    await bHolds.promise;
+    const insert = a.prepare('INSERT INTO t VALUES (?)');
+    const mine = a.transaction(() => insert.execute([2]), { mode: 'deferred' });
+    await sleep(100);
+    holding.resolve();
+    await other;
+    await mine;
+    assert.deepEqual(await values(a), [1, 2]);
   } finally {
     await a.close();
     await b.close();

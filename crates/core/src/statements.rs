@@ -99,7 +99,9 @@ pub struct Description {
 /// same text reports when it runs, with the SQL attached.
 pub fn describe(conn: &Connection, sql: &str) -> Result<Description> {
     crate::query::require_statement(sql)?;
-    refresh_schema(conn, sql)?;
+    if !inside_transaction_without_snapshot(conn) {
+        refresh_schema(conn, sql)?;
+    }
     let raw = RawStatement::prepare(conn, sql).map_err(|e| e.with_sql(sql))?;
     let stmt = raw.handle();
     if stmt.is_null() {
@@ -133,6 +135,16 @@ pub fn describe(conn: &Connection, sql: &str) -> Result<Description> {
 /// prepare that succeeds does not look. So a reader that ran nothing since an `ALTER TABLE` on
 /// the writer would describe the old columns. Reading `sqlite_schema` makes the comparison
 /// (without a result row), so what `describe` prepares next sees the schema as of now.
+/// In a `DEFERRED` transaction that has not read yet, reading `sqlite_schema` would start its
+/// snapshot here instead of at its first statement: the write that follows would then fail
+/// with `SQLITE_BUSY` (or `SQLITE_BUSY_SNAPSHOT`) where, begun by itself, it waits for the
+/// busy timeout and succeeds. The description is then made against the schema the connection
+/// last saw; the statement itself is checked against the current one when it runs. Once the
+/// transaction holds a snapshot, its schema is the snapshot's, and the read costs nothing.
+fn inside_transaction_without_snapshot(conn: &Connection) -> bool {
+    !conn.is_autocommit() && matches!(conn.transaction_state(Some(rusqlite::MAIN_DB)), Ok(rusqlite::TransactionState::None))
+}
+
 /// A failure (a wrong key, I/O, a file that is not a database) is reported with `sql`, the
 /// caller's text: that is what failed, and the check's own text would mean nothing to them.
 pub(crate) fn refresh_schema(conn: &Connection, sql: &str) -> Result<()> {
@@ -212,6 +224,17 @@ mod tests {
         assert_eq!(names(describe(&reader, "SELECT * FROM t").unwrap()), ["a", "b"]);
         writer.execute_batch("DROP TABLE t; CREATE TABLE t(c, d, e)").unwrap();
         assert_eq!(names(describe(&reader, "SELECT * FROM t").unwrap()), ["c", "d", "e"]);
+    }
+
+    #[test]
+    fn describing_in_a_deferred_transaction_leaves_its_snapshot_unstarted() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t(a); BEGIN DEFERRED").unwrap();
+        describe(&conn, "INSERT INTO t VALUES (1)").unwrap();
+        assert_eq!(conn.transaction_state(Some(rusqlite::MAIN_DB)).unwrap(), rusqlite::TransactionState::None);
+        conn.execute_batch("SELECT * FROM t").unwrap();
+        assert_eq!(conn.transaction_state(Some(rusqlite::MAIN_DB)).unwrap(), rusqlite::TransactionState::Read);
+        conn.execute_batch("ROLLBACK").unwrap();
     }
 
     #[test]
