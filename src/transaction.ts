@@ -187,9 +187,13 @@ export class Transaction implements Executor {
     readonly signals: readonly AbortSignal[] = NO_SIGNALS,
   ) {}
 
-  /** False once the body has ended (committed, rolled back or aborted). */
+  /** False once the body has ended (committed, rolled back or aborted), or once any
+   * transaction it is nested in has: a nested body left running after its parent ended
+   * belongs to a savepoint that is gone, and anything it sent would land in whatever the
+   * connection has open now. */
   get active(): boolean {
-    return this.#active;
+    for (let t: Transaction | undefined = this; t !== undefined; t = t.parent) if (!t.#active) return false;
+    return true;
   }
 
   end(): void {
@@ -203,7 +207,7 @@ export class Transaction implements Executor {
   }
 
   #check(): void {
-    if (!this.#active) throw transactionEndedError();
+    if (!this.active) throw transactionEndedError();
   }
 
   /** The innermost active transaction nested in this one whose body runs the current code. */
@@ -224,9 +228,9 @@ export class Transaction implements Executor {
    * one of them (then they belong there, as `db.*` calls from that body do).
    */
   #send<T>(send: () => Promise<T>): Promise<T> {
-    if (!this.#active) return Promise.reject(transactionEndedError());
+    if (!this.active) return Promise.reject(transactionEndedError());
     if (this.#children === 0 || this.#activeDescendantInContext() !== undefined) return send();
-    return this.drained().then(() => (this.#active ? send() : Promise.reject(transactionEndedError())));
+    return this.drained().then(() => (this.active ? send() : Promise.reject(transactionEndedError())));
   }
 
   select<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
@@ -290,11 +294,15 @@ export class Transaction implements Executor {
         const result = await raceBody(() => runInContext(this.host, inner, () => body(inner)), signal);
         await inner.drained();
         inner.end();
+        // Savepoints are named by depth: if this level ended while the body ran, its
+        // savepoint was rolled back with it, and releasing "the one at this depth" would
+        // release a later sibling's. The body's writes are gone: it must not look committed.
+        if (!this.active) throw transactionEndedError();
         await this.host.writerSavepoint(this.id, SavepointOp.Release, depth);
         return result;
       } catch (err) {
         inner.end();
-        if (this.#active) {
+        if (this.active) {
           await this.host.writerSavepoint(this.id, SavepointOp.RollbackTo, depth).catch(() => {});
         }
         throw err;

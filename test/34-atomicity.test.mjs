@@ -102,6 +102,72 @@ test('a call left behind by a nested body rejects while its parent still runs', 
   await db.close();
 });
 
+test('a nested body still running when its parent ends cannot write, and its transaction() rejects', { timeout: 5000 }, async () => {
+  // Before: the grandchild's handle stayed active after its parent rolled back, so its late
+  // write ran straight in the outer transaction and committed, and its body's return sent a
+  // RELEASE of "the savepoint at depth 2" (an internal error here: none was open).
+  const db = await fresh();
+  const go = deferred();
+  let grandchild;
+  let lateWrite;
+  await db.transaction(async (tx) => {
+    await tx.execute("INSERT INTO t(v) VALUES ('outer')");
+    await tx
+      .transaction(async (child) => {
+        grandchild = child.transaction(async (gc) => {
+          await gc.execute("INSERT INTO t(v) VALUES ('grandchild')");
+          await go.promise;
+          assert.equal(gc.active, false, 'a handle whose parent ended is not active');
+          lateWrite = gc.execute("INSERT INTO t(v) VALUES ('grandchild-late')");
+          await lateWrite.catch(() => {});
+          return 'returned';
+        });
+        grandchild.catch(() => {});
+        await sleep(5);
+        throw new Error('the child fails');
+      })
+      .catch(() => {});
+    go.resolve();
+    await assert.rejects(within(grandchild, 'the grandchild'), (err) => err.code === ENDED);
+    await assert.rejects(lateWrite, (err) => err.code === ENDED);
+  });
+  assert.deepEqual(await values(db), ['outer']);
+  await db.close();
+});
+
+test("a nested body left running by a failed sibling cannot release a later sibling's savepoint", { timeout: 5000 }, async () => {
+  // Savepoints are named by depth. The first child's grandchild outlives it and returns while
+  // the second child's own nested body runs at the same depth; its RELEASE took that body's
+  // savepoint, whose failure then undid nothing: its row was committed.
+  const db = await fresh();
+  const go = deferred();
+  let orphan;
+  await db.transaction(async (tx) => {
+    await tx
+      .transaction(async (first) => {
+        orphan = first.transaction(() => go.promise);
+        orphan.catch(() => {});
+        await sleep(5);
+        throw new Error('the first child fails');
+      })
+      .catch(() => {});
+    await tx.transaction(async (second) => {
+      await second
+        .transaction(async (inner) => {
+          await inner.execute("INSERT INTO t(v) VALUES ('must be undone')");
+          go.resolve();
+          await sleep(30);
+          throw new Error('the inner body fails');
+        })
+        .catch(() => {});
+      await second.execute("INSERT INTO t(v) VALUES ('second')");
+    });
+    await assert.rejects(within(orphan, 'the orphan'), (err) => err.code === ENDED);
+  });
+  assert.deepEqual(await values(db), ['second']);
+  await db.close();
+});
+
 // ---- transaction control sent as SQL ----
 
 const CONTROL = ['COMMIT', 'END', 'ROLLBACK', 'BEGIN', 'BEGIN IMMEDIATE', 'SAVEPOINT s', 'RELEASE s', 'ROLLBACK TO s'];
