@@ -909,6 +909,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
       }
       if (force) await this.#forceClose();
       await closed;
+      this.#requests.closed();
       const temporary = this.#native.temporaryPath();
       if (temporary != null) temporaryFiles.delete(temporary);
       this.#native.dispose();

@@ -4,7 +4,7 @@
 // be collected; it holds a WeakRef, and the database is pinned only while work is in flight.
 
 import { availableParallelism } from 'node:os';
-import { errorFromNative, lostResultError, type NativeErrorDetail } from './errors';
+import { closedError, errorFromNative, lostResultError, type NativeErrorDetail } from './errors';
 import { binding, type NativeDatabase } from './native';
 import { convertInteger, decodeRows, decodeRowsIn, type IntMode, type RowMode } from './rows';
 import { outsideTransactions } from './transaction';
@@ -196,7 +196,28 @@ export class Requests {
   /** A take was refused during a delivery: the delivering loop takes again once through. */
   private retake = false;
 
+  /** Set once the database has closed and its threads are gone (`closed()`). */
+  private ended = false;
+
   constructor(readonly intMode: IntMode) {}
+
+  /**
+   * The database has closed: every thread is done and the addon will complete nothing more.
+   * A request still pending now reached the addon as it stopped (one sent inside a
+   * transaction that a forced close had just ended, say) and would never settle, so it
+   * rejects; later requests reject without being sent.
+   */
+  closed(): void {
+    this.ended = true;
+    const left = [...this.pending.values()];
+    this.pending.clear();
+    this.inflight = 0;
+    if (this.busy) this.setBusy(false);
+    for (const p of left) {
+      p.unwatch?.();
+      p.reject(closedError('the database was closed before this request could run'));
+    }
+  }
 
   attach(native: NativeDatabase, owner: object): void {
     this.native = new WeakRef(native);
@@ -225,6 +246,10 @@ export class Requests {
     stop?: Stop,
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      if (this.ended) {
+        reject(closedError());
+        return;
+      }
       if (stop !== undefined) {
         // Aborted before it was sent: it is never sent (as Node's own APIs do).
         for (const s of stop.signals) {

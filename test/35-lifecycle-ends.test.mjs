@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { Database } from '../dist/index.mjs';
-import { exitIfStuck, scratch, settleWithin, values } from './fixtures/tx-helpers.mjs';
+import { deferred, exitIfStuck, scratch, settleWithin, values } from './fixtures/tx-helpers.mjs';
 
 const tmp = scratch('life35');
 exitIfStuck();
@@ -61,6 +61,38 @@ test('close({ force: true }) inside a body rolls it back and settles', { timeout
   const again = await tmp.open(path);
   assert.deepEqual(await values(again), []);
   await again.close();
+});
+
+test('a call made inside a nested body after a forced close from outside always settles', { timeout: 30_000 }, async () => {
+  // A forced close ended the outer transaction while a nested body awaited something; the
+  // body's next call reached the addon as its writer stopped and was never completed (2 of
+  // 40 rounds in two of three runs of this loop, before). Every call now settles, rejected.
+  const outcomes = {};
+  for (let round = 0; round < 40; round++) {
+    const db = await Database.open(':memory:');
+    await db.execute('CREATE TABLE t(v)');
+    const ready = deferred();
+    const resume = deferred();
+    let call;
+    const outer = db.transaction((tx) =>
+      tx.transaction(async (nested) => {
+        await nested.execute("INSERT INTO t VALUES ('n')");
+        ready.resolve();
+        await resume.promise;
+        call = db.execute("INSERT INTO t VALUES ('x')");
+        call.catch(() => {});
+      }),
+    );
+    outer.catch(() => {});
+    await ready.promise;
+    await db.close({ force: true });
+    resume.resolve();
+    await new Promise((r) => setTimeout(r, 1));
+    const s = await settleWithin(call, 2000);
+    const key = s.state === 'rejected' ? `rejected ${s.reason?.code}` : s.state;
+    outcomes[key] = (outcomes[key] ?? 0) + 1;
+  }
+  assert.deepEqual(Object.keys(outcomes), ['rejected ERR_QUIETSQLITE_TRANSACTION_ENDED'], JSON.stringify(outcomes));
 });
 
 test('a Worker terminated mid-transaction releases the write lock at once', { timeout: 20_000 }, async () => {
