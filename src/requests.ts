@@ -598,8 +598,9 @@ export function rethrowLater(err: unknown): void {
 function rowidFor(value: number | bigint, intMode: IntMode): number | bigint {
   if (typeof value === 'bigint' && intMode === 'number') {
     throw new RangeError(
-      `the statement ran and its changes stand, but its lastInsertRowid ${value} does not fit in a JS number ` +
-        "(intMode is 'number'); use intMode 'auto' or 'bigint'",
+      "the statement ran and its changes stand (unless a transaction it runs in is rolled back), but the rowid " +
+        "it inserted is beyond 2^53 and does not fit in a JS number as lastInsertRowid (intMode is 'number'); " +
+        "use intMode 'auto' or 'bigint'",
     );
   }
   return convertInteger(value, intMode);

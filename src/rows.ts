@@ -70,9 +70,10 @@ const MAX_SHAPES = 512;
 /** Row builders generated since the process started (tests check that known lists reuse theirs). */
 let buildersMade = 0;
 
-function unsafeInteger(value: bigint): never {
+/** The value stays out of the message, as parameter values do: it can be one. */
+function unsafeInteger(_value: bigint): never {
   throw new RangeError(
-    `integer ${value} does not fit in a JS number without losing precision (intMode is 'number'); ` +
+    "an integer of the result is beyond 2^53 and does not fit in a JS number without losing precision (intMode is 'number'); " +
       "use intMode 'auto' or 'bigint'",
   );
 }

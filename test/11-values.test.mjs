@@ -367,15 +367,32 @@ test('execute returns changes, lastInsertRowid and RETURNING rows', async (t) =>
     lastInsertRowid: 2,
     rows: [],
   });
+  // An UPDATE inserts nothing: its lastInsertRowid is 0, not the INSERT's before it.
   assert.deepStrictEqual(await db.execute('UPDATE t SET v = upper(v) RETURNING id, v'), {
     changes: 2,
-    lastInsertRowid: 2,
+    lastInsertRowid: 0,
     rows: [
       { id: 1, v: 'A' },
       { id: 2, v: 'B' },
     ],
   });
   assert.deepStrictEqual((await db.execute('DELETE FROM t WHERE id = 1')).changes, 1);
+});
+
+test("with intMode 'number', only the insert of a rowid beyond 2^53 rejects, not the statements after it", async (t) => {
+  // Before: the writer's last inserted rowid stayed the huge one, so every later execute
+  // (an UPDATE, a DELETE, a transaction's writes) rejected with the same RangeError.
+  const db = await openMemory(t, { intMode: 'number' });
+  await db.execute('CREATE TABLE t(id INTEGER PRIMARY KEY, v)');
+  const big = 2n ** 60n + 12345n;
+  const withoutValue = (err) => err instanceof RangeError && !err.message.includes(String(big)) && !err.message.includes('12345');
+  await assert.rejects(db.execute('INSERT INTO t(id, v) VALUES (?, 1)', [big]), (err) => withoutValue(err) && /changes stand/.test(err.message));
+  // A result value can be a parameter echoed back: it stays out of messages as they do.
+  await assert.rejects(db.select('SELECT ? AS token', [big]), withoutValue);
+  assert.deepStrictEqual(await db.execute('UPDATE t SET v = 2'), { changes: 1, lastInsertRowid: 0, rows: [] });
+  await db.transaction((tx) => tx.execute('UPDATE t SET v = 3'));
+  assert.deepStrictEqual(await db.select('SELECT v FROM t'), [{ v: 3 }]);
+  assert.deepStrictEqual(await db.execute('INSERT INTO t(id, v) VALUES (5, 4)'), { changes: 1, lastInsertRowid: 5, rows: [] });
 });
 
 test('named (:a @b $c) and numbered (?NNN) parameters', async (t) => {

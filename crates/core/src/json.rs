@@ -147,8 +147,9 @@ fn write_real(out: &mut Vec<u8>, f: f64) {
         out.extend_from_slice(b"null");
         return;
     }
-    // Integral reals print without an exponent or fraction where JS would, e.g. 3 not 3.0.
-    if f == f.trunc() && f.abs() < 1e15 {
+    // Integral reals print without an exponent or fraction, e.g. 3 not 3.0, below 1e16: ryu
+    // would print 1e15 as 1000000000000000.0, and from 1e16 on its exponent form is shorter.
+    if f == f.trunc() && f.abs() < 1e16 {
         // -0.0 prints as 0, as JSON.stringify(-0) does.
         out.extend_from_slice(itoa::Buffer::new().format(f as i64).as_bytes());
         return;
@@ -506,7 +507,7 @@ mod tests {
     #[test]
     fn reals_print_as_ryu_prints_them() {
         let ryu_way = |f: f64| {
-            if f == f.trunc() && f.abs() < 1e15 {
+            if f == f.trunc() && f.abs() < 1e16 {
                 itoa::Buffer::new().format(f as i64).to_string()
             } else {
                 ryu::Buffer::new().format_finite(f).to_string()
@@ -517,6 +518,11 @@ mod tests {
                 assert_eq!(s(ValueRef::Real(f)), ryu_way(f), "{f:e} ({:#x})", f.to_bits());
             }
         };
+        // The shortest text of the integral reals where ryu would add a fraction.
+        assert_eq!(s(ValueRef::Real(1e15)), "1000000000000000");
+        assert_eq!(s(ValueRef::Real(4503599627370496.0)), "4503599627370496");
+        assert_eq!(s(ValueRef::Real(-9999999999999998.0)), "-9999999999999998");
+        assert_eq!(s(ValueRef::Real(1e16)), "1e16");
         for h in -200_000i64..=200_000 {
             let f = h as f64 / 100.0;
             check(f);
