@@ -176,8 +176,16 @@ function views() {
     // A view with an offset into a larger buffer: only its own bytes.
     out.push([`${name} (offset 8)`, new C(buf, 8, 16 / C.BYTES_PER_ELEMENT)]);
     out.push([`${name} (empty)`, new C(buf, 16, 0)]);
+    // Over a SharedArrayBuffer: Node 20's Node-API describes only plain ArrayBuffers, and
+    // these failed there with an untyped error (a review found it).
+    const shared = new SharedArrayBuffer(raw.length);
+    new Uint8Array(shared).set(raw);
+    out.push([`${name} (shared, offset 8)`, new C(shared, 8, 16 / C.BYTES_PER_ELEMENT)]);
   }
   out.push(['DataView', new DataView(raw.slice().buffer, 4, 9)]);
+  const sharedForView = new SharedArrayBuffer(raw.length);
+  new Uint8Array(sharedForView).set(raw);
+  out.push(['DataView (shared)', new DataView(sharedForView, 4, 9)]);
   out.push(['Buffer', Buffer.from(raw)]);
   out.push(['Buffer subarray', Buffer.from(raw).subarray(3, 17)]);
   return out;

@@ -154,9 +154,17 @@ unsafe fn view_bytes<'a>(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn()
     // element size or a shrunk buffer from ever reading past it).
     let mut ab_data = ptr::null_mut();
     let mut ab_len = 0usize;
-    ok(sys::napi_get_arraybuffer_info(env, ab, &mut ab_data, &mut ab_len))?;
-    if offset.checked_add(length).is_none_or(|end| end > ab_len) {
-        return Err(ParamError::Type(format!("{} is a view that reaches past its ArrayBuffer", name())));
+    match sys::napi_get_arraybuffer_info(env, ab, &mut ab_data, &mut ab_len) {
+        sys::Status::napi_ok => {
+            if offset.checked_add(length).is_none_or(|end| end > ab_len) {
+                return Err(ParamError::Type(format!("{} is a view that reaches past its ArrayBuffer", name())));
+            }
+        }
+        // A view over a SharedArrayBuffer: Node 20 answers only for an ArrayBuffer (Node 22
+        // and later for both). A shared buffer can grow but never shrink or be detached, so
+        // the view's bytes that V8 reported stay inside it; nothing to check.
+        sys::Status::napi_invalid_arg => {}
+        status => return Err(status.into()),
     }
     if length == 0 {
         return Ok(Some(&[]));
