@@ -9,6 +9,7 @@ import {
   checkKey,
   checkKeys,
   checkParams,
+  paramsAsOfNow,
   checkPath,
   checkSql,
   checkExtensionPath,
@@ -371,7 +372,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
           'body use tx.select(), or iterate after the transaction',
       );
     }
-    return new RowIterator<T>(this.#iterateHost, sql, params, o);
+    return new RowIterator<T>(this.#iterateHost, sql, paramsAsOfNow(params), o);
   }
 
   /**

@@ -63,6 +63,26 @@ test('iterate yields the rows and values select gives, as objects or arrays, at 
   assert.deepEqual(await collect(big.iterate('SELECT :a AS a', { a: 5n })), [{ a: 5n }]);
 });
 
+test('iterate binds its parameters as they were when it was called, as select does', async () => {
+  // It binds at the first next(); it used to read the caller's array and bytes only then.
+  const db = await withRows(10);
+  const params = [3];
+  const bytes = Buffer.from([1, 2]);
+  const named = { x: 4 };
+  const byArray = db.iterate('SELECT x FROM t WHERE x = ?', params);
+  const byBytes = db.iterate('SELECT hex(?) AS h', [bytes]);
+  const byName = db.iterate('SELECT x FROM t WHERE x = :x', named);
+  params[0] = 5;
+  bytes[0] = 9;
+  named.x = 6;
+  assert.deepEqual(await collect(byArray), [{ x: 3 }]);
+  assert.deepEqual(await collect(byBytes), [{ h: '0102' }]);
+  assert.deepEqual(await collect(byName), [{ x: 4 }]);
+  // Values the conversion refuses are still refused, by the first next().
+  await assert.rejects(db.iterate('SELECT ?', [new Date()]).next(), TypeError);
+  await db.close();
+});
+
 test('the next chunk is stepped only after JavaScript took the previous one', async () => {
   const db = await withRows(10_000);
   const it = db.iterate('SELECT x FROM t ORDER BY x', [], { chunkSize: 10 });
