@@ -5,6 +5,7 @@
 import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
 import { transactionEndedError } from './errors';
 import { checkKeys } from './options';
+import { Statement, statementId, type StatementHost } from './statement';
 import type { ExecuteResult } from './requests';
 import type { Row, SqlValue } from './rows';
 import type { ArrayRowMode, CallOptions, ExecuteOptions, QueryOptions } from './options';
@@ -227,42 +228,53 @@ export class Transaction implements Executor {
    * its rollback. Such requests wait for the nested bodies to end, unless they come from inside
    * one of them (then they belong there, as `db.*` calls from that body do).
    */
-  #send<T>(send: () => Promise<T>): Promise<T> {
+  #send<T>(sql: string, send: (sql: string) => Promise<T>): Promise<T> {
     if (!this.active) return Promise.reject(transactionEndedError());
-    if (this.#children === 0 || this.#activeDescendantInContext() !== undefined) return send();
-    return this.drained().then(() => (this.active ? send() : Promise.reject(transactionEndedError())));
+    if (this.#children === 0 || this.#activeDescendantInContext() !== undefined) return send(sql);
+    // A prepared statement closed while this call waits must not fail it (calls made before
+    // close() complete): it is checked now and goes by its text.
+    let text = sql;
+    if ((sql as unknown) instanceof Statement) {
+      try {
+        statementId(sql as unknown as Statement, this.host as unknown as StatementHost);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+      text = (sql as unknown as Statement).sql;
+    }
+    return this.drained().then(() => (this.active ? send(text) : Promise.reject(transactionEndedError())));
   }
 
   select<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
   select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
   select<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
-    return this.#send(() => this.host.writerRead(this.id, sql, params, options, 0, this.signals) as Promise<T[]>);
+    return this.#send(sql, (text) => this.host.writerRead(this.id, text, params, options, 0, this.signals) as Promise<T[]>);
   }
 
   selectOne<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
   selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
   selectOne<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
-    return this.#send(() => this.host.writerRead(this.id, sql, params, options, 1, this.signals) as Promise<T | undefined>);
+    return this.#send(sql, (text) => this.host.writerRead(this.id, text, params, options, 1, this.signals) as Promise<T | undefined>);
   }
 
   selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer> {
-    return this.#send(() => this.host.writerRead(this.id, sql, params, options, 2, this.signals) as Promise<Buffer>);
+    return this.#send(sql, (text) => this.host.writerRead(this.id, text, params, options, 2, this.signals) as Promise<Buffer>);
   }
 
   execute<T = SqlValue[]>(sql: string, params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
   execute<T = Row>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
   execute<T>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }> {
-    return this.#send(() => this.host.writerExecute(this.id, sql, params, options, this.signals) as Promise<ExecuteResult & { rows: T[] }>);
+    return this.#send(sql, (text) => this.host.writerExecute(this.id, text, params, options, this.signals) as Promise<ExecuteResult & { rows: T[] }>);
   }
 
   executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }> {
-    return this.#send(() => this.host.writerBatch(this.id, sql, paramSets, options, this.signals));
+    return this.#send(sql, (text) => this.host.writerBatch(this.id, text, paramSets, options, this.signals));
   }
 
   /** @internal Prepares (never runs) a prepared statement on this transaction's connection
    * (format 3: its description). */
   describe(sql: string): Promise<unknown> {
-    return this.#send(() => this.host.writerRead(this.id, sql, undefined, undefined, 3, this.signals));
+    return this.#send(sql, (text) => this.host.writerRead(this.id, text, undefined, undefined, 3, this.signals));
   }
 
   /** A nested transaction: a savepoint inside this one. Nested bodies of one transaction

@@ -273,6 +273,27 @@ test('use after stmt.close() or db.close() rejects with a typed error; calls in 
   open.close(); // after the database closed: harmless
 });
 
+test('a call made in a transaction body completes even when the statement is closed while it waits its turn', async (t) => {
+  // The call waits behind a nested body (the parent's calls run after it); close() came
+  // before it was sent, and it used to reject with ERR_QUIETSQLITE_STATEMENT_CLOSED.
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(v)');
+  const insert = db.prepare('INSERT INTO t VALUES (?)');
+  await insert.execute([0]);
+  await db.transaction(async (tx) => {
+    let release;
+    const held = new Promise((r) => (release = r));
+    const nested = tx.transaction(() => held);
+    const call = insert.execute([1]);
+    insert.close();
+    release();
+    await nested;
+    assert.equal((await call).changes, 1);
+    await assert.rejects(insert.execute([2]), { code: ErrorCodes.STATEMENT_CLOSED });
+  });
+  assert.deepEqual(await db.select('SELECT v FROM t ORDER BY v'), [{ v: 0 }, { v: 1 }]);
+});
+
 test("a statement of another database is refused, not run against this one's registry", async (t) => {
   const a = await openMemory(t);
   const b = await openMemory(t);
