@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
@@ -100,6 +101,31 @@ test('a closed file database can be reopened and has every completed write', asy
   const again = await Database.open(path);
   t.after(() => again.close());
   assert.equal((await again.selectOne('SELECT count(*) AS n FROM t')).n, done);
+});
+
+test('close() removes the -wal and -shm files when no other connection has the database open', async (t) => {
+  // SQLite removes them as the last connection closes, if that one may write. The readers
+  // used to close after the writer, so once any of them had read, the files stayed.
+  const first = await openTemp(t);
+  const path = first.path;
+  const files = () => ['-wal', '-shm'].filter((suffix) => existsSync(path + suffix));
+  await first.execute('CREATE TABLE t(i)');
+  await first.execute('INSERT INTO t VALUES (1)');
+  await Promise.all([first.select('SELECT * FROM t'), first.select('SELECT * FROM t'), first.selectOne('SELECT count(*) FROM t')]);
+  await first.close();
+  assert.deepEqual(files(), []);
+  // Another Database still has the file open: its files stay, and go when it closes.
+  const a = await Database.open(path);
+  const b = await Database.open(path, { readonly: true });
+  await a.select('SELECT * FROM t');
+  await b.select('SELECT * FROM t');
+  await a.close();
+  assert.deepEqual(files(), ['-wal', '-shm']);
+  await b.close();
+  const c = await Database.open(path);
+  await c.select('SELECT * FROM t');
+  await c.close();
+  assert.deepEqual(files(), []);
 });
 
 test('open/close cycles leave no native threads behind', async (t) => {

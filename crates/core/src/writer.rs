@@ -244,11 +244,24 @@ impl Writer {
                     if !self.external_checkpoints {
                         let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)");
                     }
+                    // The readers close first: SQLite removes the `-wal` and `-shm` files when
+                    // the last connection to the file closes, and only if that one may write.
+                    // Closed after the readers, the writer is that one (unless another
+                    // process has the file open); closed before them, the files stayed.
+                    let (closed_tx, readers_closed) = crossbeam_channel::bounded::<()>(1);
+                    let each_reader = Countdown::new(self.reader_count, move || {
+                        let _ = closed_tx.send(());
+                    });
                     for _ in 0..self.reader_count {
-                        let _ = self.readers.send(ReaderMsg::Stop(countdown.clone()));
+                        if self.readers.send(ReaderMsg::Stop(each_reader.clone())).is_err() {
+                            // No reader thread is left to take it: nothing to wait for.
+                            each_reader.done();
+                        }
                     }
+                    drop(each_reader);
+                    let _ = readers_closed.recv();
                     drop(self);
-                    countdown.done();
+                    countdown.finish_now();
                     return;
                 }
             }
