@@ -40,7 +40,18 @@ fn throw(env: &Env, e: ParamError) -> napi::Error {
         match e {
             ParamError::Type(m) => throw_msg(raw, m, sys::napi_throw_type_error),
             ParamError::Range(m) => throw_msg(raw, m, sys::napi_throw_range_error),
-            ParamError::Napi(status) => return napi::Error::from_status(Status::from(status)),
+            ParamError::Napi(status) => {
+                // A JS exception raised while converting (a throwing getter) is the caller's
+                // error as it is. Any other failure of Node-API is ours: an error that says so,
+                // not a bare status code with an empty message.
+                let mut pending = false;
+                sys::napi_is_exception_pending(raw, &mut pending);
+                if !pending {
+                    let c = std::ffi::CString::new(format!("Node-API failed ({status}) while converting a value (a bug)"))
+                        .unwrap_or_default();
+                    sys::napi_throw_error(raw, c"ERR_QUIETSQLITE_INTERNAL".as_ptr(), c.as_ptr());
+                }
+            }
         }
     }
     napi::Error::from_status(Status::PendingException)
