@@ -114,17 +114,7 @@ export class Statement {
       );
     }
     const result = this.#call(op, params, options);
-    if (described === undefined) return result;
-    // Settles after the description either way (it never rejects): a call refused on this
-    // thread (a bad parameter, an aborted signal) must not settle before `readonly` is known.
-    const settled = described;
-    return result.then(
-      (r) => settled.then(() => r),
-      (err: unknown) =>
-        settled.then(() => {
-          throw err;
-        }),
-    );
+    return described === undefined ? result : Promise.all([result, described]).then(([r]) => r);
   }
 
   #call(op: Op, params: unknown, options: unknown): Promise<unknown> {
