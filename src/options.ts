@@ -317,7 +317,9 @@ export function checkParams(params: unknown): void {
  */
 export function paramsAsOfNow(params: unknown): unknown {
   if (params === undefined || params === null || typeof params !== 'object') return params;
-  const copy = (v: unknown): unknown => (ArrayBuffer.isView(v) ? Buffer.from(new Uint8Array(v.buffer, v.byteOffset, v.byteLength)) : v);
+  // A view of a detached buffer has no bytes: an empty BLOB, as the other methods bind it.
+  const copy = (v: unknown): unknown =>
+    ArrayBuffer.isView(v) ? (v.byteLength === 0 ? Buffer.alloc(0) : Buffer.from(new Uint8Array(v.buffer, v.byteOffset, v.byteLength))) : v;
   if (Array.isArray(params)) return params.map(copy);
   // Anything but a plain object is refused by the conversion later: left as it is for that.
   const proto = Object.getPrototypeOf(params);

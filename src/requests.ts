@@ -325,6 +325,8 @@ export class Requests {
   }
 
   release(): void {
+    // After closed() nothing is counted any more (it zeroed the count).
+    if (this.ended) return;
     if (--this.inflight === 0) this.idleSoon();
   }
 

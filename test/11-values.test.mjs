@@ -395,6 +395,25 @@ test("with intMode 'number', only the insert of a rowid beyond 2^53 rejects, not
   assert.deepStrictEqual(await db.execute('INSERT INTO t(id, v) VALUES (5, 4)'), { changes: 1, lastInsertRowid: 5, rows: [] });
 });
 
+test("SQL's last_insert_rowid() still sees the connection's last insert in a later statement", async (t) => {
+  // The result's lastInsertRowid is the statement's own; the connection's value is SQLite's.
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE parent(id INTEGER PRIMARY KEY, v); CREATE TABLE child(pid, v)');
+  await db.transaction(async (tx) => {
+    await tx.execute("INSERT INTO parent(id, v) VALUES (7, 'p')");
+    assert.deepStrictEqual(await tx.execute('SELECT last_insert_rowid() AS r'), { changes: 0, lastInsertRowid: 0, rows: [{ r: 7 }] });
+    await tx.execute("INSERT INTO child VALUES (last_insert_rowid(), 'c')");
+  });
+  assert.deepStrictEqual(await db.select('SELECT pid FROM child'), [{ pid: 7 }]);
+  // An insert that takes the rowid of the insert before it is still its own.
+  await db.execute('DELETE FROM parent WHERE id = 7');
+  assert.equal((await db.execute("INSERT INTO parent(id, v) VALUES (7, 'again')")).lastInsertRowid, 7);
+  assert.equal((await db.execute("INSERT OR REPLACE INTO parent(id, v) VALUES (7, 'replaced')")).lastInsertRowid, 7);
+  // A trigger's insert is not the statement's.
+  await db.execute("CREATE TRIGGER log AFTER UPDATE ON parent BEGIN INSERT INTO child VALUES (new.id, 'log'); END");
+  assert.equal((await db.execute("UPDATE parent SET v = 'u'")).lastInsertRowid, 0);
+});
+
 test('named (:a @b $c) and numbered (?NNN) parameters', async (t) => {
   const db = await openMemory(t);
   assert.deepStrictEqual(await db.selectOne('SELECT :a AS a, @b AS b, $c AS c', { a: 1, b: 'two', c: null }), {

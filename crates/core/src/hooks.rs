@@ -65,6 +65,9 @@ struct HookState {
     tracking: Arc<AtomicBool>,
     /// The key of the table changed last, so consecutive rows need no allocation.
     last_key: String,
+    /// Rows inserted by statements themselves, not by their triggers (`sqlite3_preupdate_depth`
+    /// 0): how the writer tells a statement's own insert from the connection's older one.
+    own_inserts: u64,
 }
 
 impl ChangeSet {
@@ -110,6 +113,7 @@ impl ChangeTracker {
             wal_pages: 0,
             tracking,
             last_key: String::new(),
+            own_inserts: 0,
         });
         // SAFETY: the handle is valid while `conn` lives, which the caller guarantees beyond
         // the tracker's drop (see above).
@@ -129,6 +133,11 @@ impl ChangeTracker {
     /// The changes of a transaction that committed since the last call, if any.
     pub fn take_committed(&mut self) -> Option<ChangeSet> {
         self.state.committed.take()
+    }
+
+    /// Rows inserted so far by statements themselves (not by triggers); see `own_inserts`.
+    pub fn own_inserts(&self) -> u64 {
+        self.state.own_inserts
     }
 
     /// Pages in the WAL after the last commit.
@@ -202,6 +211,9 @@ unsafe extern "C" fn on_preupdate(
     let state = &mut *(ctx as *mut HookState);
     // A panic must not cross into C: record conservatively instead of unwinding.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if op == ffi::SQLITE_INSERT && ffi::sqlite3_preupdate_depth(db) == 0 {
+            state.own_inserts += 1;
+        }
         let (schema, table) = (cstr(schema).as_bytes(), cstr(table).as_bytes());
         if !key_matches(&state.last_key, schema, table) {
             // SAFETY: both byte strings come from `cstr`, which returns validated `&str`s.

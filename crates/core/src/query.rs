@@ -271,7 +271,6 @@ fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<Ex
     let mut stmt = conn.prepare_cached(sql).map_err(|e| Error::from(e).with_sql(sql))?;
     bind(&mut *stmt, params).map_err(|e| e.with_sql(sql))?;
     let before = conn.total_changes();
-    forget_last_insert_rowid(conn);
     let enc = returned_rows(&mut stmt).map_err(|e| e.with_sql(sql))?;
     let changed = conn.total_changes() != before;
     Ok(ExecOutcome {
@@ -286,7 +285,6 @@ fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<Ex
 /// tail pointer: the number of statements costs no stack.
 fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
     let before = conn.total_changes();
-    forget_last_insert_rowid(conn);
     let mut at = 0;
     while !is_blank_sql(&sql.as_bytes()[at..]) {
         // SQLite's tail follows a `;` or ends the text: always a character boundary.
@@ -303,18 +301,6 @@ fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
         last_insert_rowid: conn.last_insert_rowid(),
         rows: None,
     })
-}
-
-/// SQLite keeps the last inserted rowid per connection, so a statement that inserts nothing
-/// would report the rowid of whichever insert ran last on the writer: another caller's, or one
-/// `intMode: 'number'` cannot represent, failing every later statement. Reset before each
-/// `execute`, the value it reports is its own insert's, or 0 (as for a connection that never
-/// inserted). Triggers restore the value they found when they end, so only the statement's own
-/// insert remains.
-fn forget_last_insert_rowid(conn: &Connection) {
-    // SAFETY: `conn` is an open connection used by this thread only; the call only stores an
-    // integer in it.
-    unsafe { rusqlite::ffi::sqlite3_set_last_insert_rowid(conn.handle(), 0) }
 }
 
 /// Parameter sets of `executeBatch`.

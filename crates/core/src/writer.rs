@@ -377,7 +377,18 @@ impl Writer {
         let in_tx = self.held_by.is_some();
         let out = match job.kind {
             WriteKind::Execute { sql, params } => {
-                let out = query::execute(&self.conn, &sql, &params).map(Output::Exec);
+                // SQLite keeps the last inserted rowid per connection: a statement that
+                // inserted nothing itself reports 0, not another request's insert (or one
+                // that intMode 'number' cannot give, failing every later statement). The
+                // connection's value stays as it is for SQL's last_insert_rowid().
+                // Virtual tables call no preupdate hook: their inserts show as a new value.
+                let (inserts, rowid) = (self.tracker.own_inserts(), self.conn.last_insert_rowid());
+                let out = query::execute(&self.conn, &sql, &params).map(|mut e| {
+                    if self.tracker.own_inserts() == inserts && e.last_insert_rowid == rowid {
+                        e.last_insert_rowid = 0;
+                    }
+                    Output::Exec(e)
+                });
                 if !in_tx && !self.conn.is_autocommit() {
                     let _ = self.conn.execute_batch("ROLLBACK");
                     return Err(Error::Range(
