@@ -195,6 +195,28 @@ test('each cipher opens what it wrote, and only with its key', async (t) => {
   }
 });
 
+test('cipher settings given as pragmas or SQL are refused: rekey() can never write a file no key opens', async (t) => {
+  // Before: PRAGMA kdf_iter (or legacy, ...) ran on the writer alone; rekey() then encrypted
+  // the file with it, the readers could not follow, and the file opened with neither key.
+  const dir = await tempDir(t);
+  for (const name of ['kdf_iter', 'legacy', 'cipher', 'hmac_use', 'main.kdf_iter']) {
+    const err = await rejectsAsync(() => Database.open(join(dir, 'c.db'), { encryptionKey: 'k0', pragmas: { [name]: 2 } }), TypeError);
+    assert.match(err.message, /'cipher' open option/, name);
+  }
+  const path = join(dir, 'c.db');
+  const db = await Database.open(path, { encryptionKey: 'k0' });
+  await db.execute('CREATE TABLE t(v); INSERT INTO t VALUES (1)');
+  for (const sql of ['PRAGMA kdf_iter = 12345', 'PRAGMA legacy = 1', "PRAGMA cipher = 'aes256cbc'", 'PRAGMA hmac_check = 0']) {
+    const err = await rejectsAsync(() => db.execute(sql), RangeError);
+    assert.match(err.message, /cipher settings/, sql);
+  }
+  await db.rekey('k1');
+  await db.close();
+  const again = await Database.open(path, { encryptionKey: 'k1' });
+  assert.deepStrictEqual(await again.select('SELECT v FROM t'), [{ v: 1 }]);
+  await again.close();
+});
+
 test('keys given as pragmas or SQL are refused, pointing to encryptionKey and rekey()', async (t) => {
   const dir = await tempDir(t);
   for (const name of ['key', 'rekey', 'hexkey', 'hexrekey', 'KEY', 'main.key']) {

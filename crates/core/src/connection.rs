@@ -472,6 +472,9 @@ pub fn apply_pragma(conn: &Connection, name: &str, value: &str) -> Result<()> {
     if crate::statement_rules::is_key_pragma(bare) {
         return Err(Error::Type(crate::statement_rules::KEY_PRAGMA_REFUSED.into()));
     }
+    if crate::statement_rules::is_cipher_pragma(bare) {
+        return Err(Error::Type(crate::statement_rules::CIPHER_PRAGMA_REFUSED.into()));
+    }
     // Messages never repeat the value: a pragma value may be a secret (an encryption key).
     if value.contains(';') || value.contains('\0') {
         return Err(Error::Type(format!("invalid value for pragma '{name}': it may not contain ';' or NUL")));

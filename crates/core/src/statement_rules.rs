@@ -66,6 +66,39 @@ pub(crate) fn is_key_pragma(name: &str) -> bool {
     KEY_PRAGMAS.iter().any(|k| k.eq_ignore_ascii_case(name))
 }
 
+/// SQLite3 Multiple Ciphers' pragmas that choose the cipher or its parameters for the next
+/// key or rekey. Refused like the key pragmas: set on the writer only, they made `rekey()`
+/// encrypt the file with parameters no connection opened with `encryptionKey` and `cipher`
+/// uses, so the file opened with neither key afterwards. `cipher` chooses them at open.
+const CIPHER_PRAGMAS: &[&str] = &[
+    "cipher",
+    "legacy",
+    "legacy_page_size",
+    "kdf_iter",
+    "fast_kdf_iter",
+    "kdf_algorithm",
+    "hmac_use",
+    "hmac_pgno",
+    "hmac_salt_mask",
+    "hmac_algorithm",
+    "hmac_algorithm_compat",
+    "hmac_check",
+    "plaintext_header_size",
+    "algorithm",
+    "tcost",
+    "mcost",
+    "pcost",
+    "mc_legacy_wal",
+];
+
+pub(crate) const CIPHER_PRAGMA_REFUSED: &str =
+    "cipher settings cannot be set by pragma (cipher, kdf_iter, legacy, hmac_*, ...): choose the \
+     cipher with the 'cipher' open option; its parameters are the library's defaults";
+
+pub(crate) fn is_cipher_pragma(name: &str) -> bool {
+    CIPHER_PRAGMAS.iter().any(|k| k.eq_ignore_ascii_case(name))
+}
+
 /// Installs the authorizer on `conn` (again, after something else replaced it).
 pub fn install(conn: &Connection) {
     // SAFETY: the handle is valid while `conn` lives; the callback takes no context pointer
@@ -101,6 +134,7 @@ fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>) ->
                 .into(),
         ),
         ffi::SQLITE_PRAGMA if arg1.is_some_and(is_key_pragma) => Some(KEY_PRAGMA_REFUSED.into()),
+        ffi::SQLITE_PRAGMA if arg1.is_some_and(is_cipher_pragma) => Some(CIPHER_PRAGMA_REFUSED.into()),
         _ if rule == Rule::Write => None,
         ffi::SQLITE_ATTACH | ffi::SQLITE_DETACH => Some(
             "select() cannot ATTACH or DETACH: reads run on any of several connections; \
