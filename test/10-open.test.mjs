@@ -44,6 +44,40 @@ test('paths with spaces, #, ? and % are taken literally', async (t) => {
   }
 });
 
+test("names that look like URI parts: '//' at the start, 'mode=memory', ':MEMORY:'", async (t) => {
+  // '//tmp/...' was read as a URI authority, and a name containing mode=memory was refused
+  // as an in-memory URI.
+  const dir = await tempDir(t);
+  for (const path of [`/${join(dir, 'slashes.db')}`, join(dir, 'backup-mode=memory.db'), join(dir, ':MEMORY:')]) {
+    const db = await Database.open(path);
+    await db.execute('CREATE TABLE t(a)');
+    await db.close();
+    assert.ok(existsSync(path), `${path} exists under its literal name`);
+  }
+});
+
+test('a relative path stays the file it named when the process changes directory', async (t) => {
+  // Connections opened later (the inline one at its first read, the readers after rekey())
+  // used to resolve the path against the directory of that moment.
+  const [home, elsewhere] = [await tempDir(t), await tempDir(t)];
+  const cwd = process.cwd();
+  t.after(() => process.chdir(cwd));
+  for (const [dir, who] of [[home, 'mine'], [elsewhere, 'another']]) {
+    const db = await Database.open(join(dir, 'rel.db'));
+    await db.execute('CREATE TABLE t(who)');
+    await db.execute('INSERT INTO t VALUES (?)', [who]);
+    await db.close();
+  }
+  process.chdir(home);
+  const db = await Database.open('rel.db', { inlineReads: true });
+  t.after(() => db.close());
+  process.chdir(elsewhere);
+  assert.deepStrictEqual(await db.select('SELECT who FROM t'), [{ who: 'mine' }]);
+  await db.rekey('k');
+  assert.deepStrictEqual(await db.select('SELECT who FROM t'), [{ who: 'mine' }]);
+  process.chdir(cwd);
+});
+
 test('defaults: WAL, synchronous NORMAL, foreign keys on, busy timeout 5000, temp_store MEMORY', async (t) => {
   const db = await openTemp(t, { readers: 2 });
   const sql =

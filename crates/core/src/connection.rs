@@ -123,7 +123,16 @@ impl Location {
         if path.starts_with("file:") {
             return Ok(Location { uri: path.to_owned(), temporary: None });
         }
-        Ok(Location { uri: format!("file:{}", uri_escape(path)), temporary: None })
+        // Made absolute once, here: connections opened later (a reader after rekey(), the
+        // inline connection at its first read) must open this file even if the process
+        // changed its working directory meanwhile.
+        let absolute = std::path::absolute(path).map_err(|e| {
+            Error::sqlite(rusqlite::ffi::SQLITE_CANTOPEN, format!("could not resolve the database path: {e}"))
+        })?;
+        let absolute = absolute.to_string_lossy();
+        // `file://` and an empty authority: a path that itself begins with `//` stays a path.
+        let prefix = if absolute.starts_with('/') { "file://" } else { "file:" };
+        Ok(Location { uri: format!("{prefix}{}", uri_escape(&absolute)), temporary: None })
     }
 
     /// The URI for read-only connections: a `mode=rw`/`mode=rwc` query parameter would
@@ -141,7 +150,10 @@ impl Location {
     /// with separate reader connections.
     pub fn check_shareable(&self) -> Result<()> {
         let uri = self.uri.to_ascii_lowercase();
-        if self.temporary.is_none() && (uri.starts_with("file::memory:") || uri.contains("mode=memory")) {
+        // Only the query names a mode: a file name may contain "mode=memory" (escaped paths
+        // have no query).
+        let memory_mode = uri.split_once('?').is_some_and(|(_, q)| q.split('&').any(|p| p == "mode=memory"));
+        if self.temporary.is_none() && (uri.starts_with("file::memory:") || memory_mode) {
             return Err(Error::Type(
                 "in-memory URIs are private to one connection; open ':memory:' instead".into(),
             ));
