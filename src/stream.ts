@@ -45,7 +45,13 @@ interface IteratorState<T> {
  * call, without any transaction. Rows reach the JS side through whatever code takes them
  * from the addon: the event loop, or a request that polled for its own result, which may be
  * another caller's (a transaction body's, whose `db` calls are routed to it). */
-type Listener<T> = { onRows: (rows: T[]) => void; onError: ((err: Error) => void) | undefined; scope: AsyncResource };
+type Listener<T> = {
+  onRows: (rows: T[]) => void;
+  onError: ((err: Error) => void) | undefined;
+  scope: AsyncResource;
+  /** It has been handed an emission: a joining listener's queued first rows are then older. */
+  got: boolean;
+};
 
 /** Calls a subscriber's callback in its own async context; an exception it throws is
  * reported there too, and keeps no other subscriber from its rows. */
@@ -123,16 +129,19 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     return this.#ended || !this.#host.isOpen();
   }
 
-  /** The subscription is running and has delivered its first result. */
+  /** The subscription is running and has delivered its first result, and no failure since. */
   get #live(): boolean {
-    return this.#subscription !== undefined && !this.#awaitingFirst && this.#current !== undefined;
+    return this.#subscription !== undefined && !this.#awaitingFirst && this.#current !== undefined && !this.#failing;
   }
+
+  /** The last run failed: `#current` is older than that failure. */
+  #failing = false;
 
   /** Calls `onRows` with every emission until the returned function is called. */
   subscribe(onRows: (rows: T[]) => void, onError?: (err: Error) => void): () => void {
     if (typeof onRows !== 'function') throw new TypeError('subscribe() takes a callback');
     if (onError !== undefined && typeof onError !== 'function') throw new TypeError('onError must be a function');
-    const listener: Listener<T> = { onRows, onError, scope: callbackScope('quietsqlite.LiveQuery') };
+    const listener: Listener<T> = { onRows, onError, scope: callbackScope('quietsqlite.LiveQuery'), got: false };
     if (!this.#host.isOpen()) this.end();
     if (this.#ended) {
       if (onError !== undefined) queueMicrotask(() => notify(listener.scope, onError, closedError('this live query has ended')));
@@ -146,7 +155,11 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
       // A late subscriber's first emission is the current result too.
       const rows = this.#current!;
       queueMicrotask(() => {
-        if (this.#listeners.has(listener)) notify(listener.scope, onRows, rows);
+        // An emission delivered meanwhile (the rest of the batch this subscribe() was called
+        // from) is newer than these rows: handing them over now would go back in time.
+        if (!this.#listeners.has(listener) || listener.got) return;
+        listener.got = true;
+        notify(listener.scope, onRows, rows);
       });
     }
     return () => {
@@ -164,7 +177,6 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
         if (state.failure !== undefined) {
           const f = state.failure;
           state.failure = undefined;
-          this.#detach(state);
           return Promise.reject(f);
         }
         if (state.buffered !== undefined) {
@@ -303,18 +315,28 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   }
 
   #emit(buf: Buffer): void {
+    const first = this.#awaitingFirst;
     this.#firstArrived();
     this.#unacked = true;
     let rows: T[];
     try {
       rows = decodeRows(buf, 'object', this.#host.requests.intMode) as T[];
     } catch (err) {
-      this.#fail(err as Error, false);
+      // Rows this side cannot give (intMode 'number' and an integer beyond 2^53): reported as
+      // a failing run, and the next emission is asked for, or the stream would stay silent.
+      this.#fail(err as Error, first);
+      this.#acknowledge();
       return;
     }
     this.#current = rows;
-    // One throwing callback must not keep the rows from the others or stop the stream.
-    for (const l of [...this.#listeners]) notify(l.scope, l.onRows, rows);
+    this.#failing = false;
+    // One throwing callback must not keep the rows from the others or stop the stream. A
+    // listener removed by an earlier one's callback (or by end()) is not called.
+    for (const l of [...this.#listeners]) {
+      if (!this.#listeners.has(l)) continue;
+      l.got = true;
+      notify(l.scope, l.onRows, rows);
+    }
     let moreWanted = false;
     for (const it of this.#iterators) {
       const w = it.waiters.shift();
@@ -330,16 +352,23 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
 
   /** A failing run: the first one ends the stream; later ones are reported and it goes on. */
   #fail(err: Error, fatal: boolean): void {
+    // The first run of this subscription (also after a restart, when `current` still holds
+    // an older subscription's rows) ends the stream.
+    const ending = fatal || this.#awaitingFirst || this.#current === undefined;
     this.#firstArrived();
-    const ending = fatal || this.#current === undefined;
+    this.#failing = true;
     for (const l of [...this.#listeners]) {
-      if (l.onError !== undefined) notify(l.scope, l.onError, err);
+      if (this.#listeners.has(l) && l.onError !== undefined) notify(l.scope, l.onError, err);
     }
     for (const it of [...this.#iterators]) {
+      // Rows buffered before the failure are older than it: the error is what is current.
+      it.buffered = undefined;
       if (it.waiters.length > 0) {
-        // The consumer's for-await ends with this error: it is no longer a consumer.
+        // The consumer stays subscribed: a next() after the error waits for the next run
+        // (a write), instead of subscribing again, which ran the failing query again at
+        // once, and again for every retry (a loop that re-ran it a thousand times in 200 ms,
+        // each failure reaching every other consumer of the query).
         for (const w of it.waiters.splice(0)) w.reject(err);
-        this.#detach(it);
       } else {
         it.failure = err;
       }

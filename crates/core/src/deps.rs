@@ -95,6 +95,12 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
     let mut deps = Dependencies::new();
     for (schema, table, column) in collector.reads {
         let schema = if schema.is_empty() { "main".to_owned() } else { schema };
+        // SQLite's own tables (sqlite_sequence, sqlite_stat1, ...) change without the
+        // preupdate hook: any write may have changed them.
+        if table.len() >= 7 && table[..7].eq_ignore_ascii_case("sqlite_") {
+            deps.entry(ANY_TABLE.to_owned()).or_default().any_column = true;
+            continue;
+        }
         let key = table_key(&schema, &table);
         let names = columns_of
             .entry(key.clone())

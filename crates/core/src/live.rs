@@ -226,7 +226,11 @@ impl LiveQueries {
             let group = st.groups.get_mut(&gid).expect("subscription without group");
             let Some(sub) = group.subs.iter_mut().find(|s| s.id == id) else { return };
             sub.ready = true;
-            if let (Some(last), false) = (&group.last, group.running) {
+            // Only a result that is still current: while a write has made the group dirty
+            // (its re-run waiting for a ready subscriber or for its throttle), the last
+            // result is an intermediate one, and the re-run brings the current state.
+            let current = !group.running && !group.dirty && !group.timer_pending;
+            if let (Some(last), true) = (&group.last, current) {
                 if sub.has_first && sub.sent != Some(last.hash) {
                     sub.ready = false;
                     sub.sent = Some(last.hash);
