@@ -322,14 +322,16 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     try {
       rows = decodeRows(buf, 'object', this.#host.requests.intMode) as T[];
     } catch (err) {
-      // Rows this side cannot give (intMode 'number' and an integer beyond 2^53): reported as
-      // a failing run, and the next emission is asked for, or the stream would stay silent.
+      // Rows this side cannot give (intMode 'number' and an integer beyond 2^53): a failing
+      // run, after which the next emission is asked for as after any other (#fail).
       this.#fail(err as Error, first);
-      this.#acknowledge();
       return;
     }
     this.#current = rows;
     this.#failing = false;
+    // Taken before any callback runs: an iterator whose first next() a callback makes has
+    // been handed these rows as the current ones already.
+    const iterators = [...this.#iterators];
     // One throwing callback must not keep the rows from the others or stop the stream. A
     // listener removed by an earlier one's callback (or by end()) is not called.
     for (const l of [...this.#listeners]) {
@@ -338,7 +340,8 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
       notify(l.scope, l.onRows, rows);
     }
     let moreWanted = false;
-    for (const it of this.#iterators) {
+    for (const it of iterators) {
+      if (!this.#iterators.has(it)) continue;
       const w = it.waiters.shift();
       if (w !== undefined) w.resolve({ done: false, value: rows });
       else it.buffered = rows;
@@ -357,8 +360,13 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     const ending = fatal || this.#awaitingFirst || this.#current === undefined;
     this.#firstArrived();
     this.#failing = true;
+    // The native side sends nothing more until asked, as after rows.
+    this.#unacked = true;
     for (const l of [...this.#listeners]) {
-      if (this.#listeners.has(l) && l.onError !== undefined) notify(l.scope, l.onError, err);
+      if (!this.#listeners.has(l)) continue;
+      // A joining listener's queued first rows are older than this failure.
+      l.got = true;
+      if (l.onError !== undefined) notify(l.scope, l.onError, err);
     }
     for (const it of [...this.#iterators]) {
       // Rows buffered before the failure are older than it: the error is what is current.
@@ -373,11 +381,14 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
         it.failure = err;
       }
     }
-    // An error needs no acknowledgement: the native side sends it to every subscriber.
     if (ending) {
       // Iterators keep a failure they have not seen yet and report it from their next next().
       for (const it of this.#iterators) it.attached = false;
       this.end();
+      return;
     }
+    // Callbacks take every emission: ask for the next one now. Iterators ask with their next
+    // next(), so one whose loop ended with this error costs no further runs.
+    if (this.#listeners.size > 0) this.#acknowledge();
   }
 }

@@ -412,6 +412,12 @@ test("SQL's last_insert_rowid() still sees the connection's last insert in a lat
   // A trigger's insert is not the statement's.
   await db.execute("CREATE TRIGGER log AFTER UPDATE ON parent BEGIN INSERT INTO child VALUES (new.id, 'log'); END");
   assert.equal((await db.execute("UPDATE parent SET v = 'u'")).lastInsertRowid, 0);
+  // Inserts that leave the connection's rowid alone: into a WITHOUT ROWID table, and a
+  // virtual table's writes to its shadow tables; a virtual table's own insert counts.
+  await db.execute("CREATE TABLE k(name TEXT PRIMARY KEY) WITHOUT ROWID; CREATE VIRTUAL TABLE f USING fts5(body)");
+  assert.equal((await db.execute("INSERT INTO k VALUES ('a')")).lastInsertRowid, 0);
+  assert.equal((await db.execute("INSERT INTO f(rowid, body) VALUES (40, 'hello')")).lastInsertRowid, 40);
+  assert.equal((await db.execute('DELETE FROM f WHERE rowid = 40')).lastInsertRowid, 0);
 });
 
 test('named (:a @b $c) and numbered (?NNN) parameters', async (t) => {

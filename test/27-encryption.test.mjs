@@ -206,9 +206,15 @@ test('cipher settings given as pragmas or SQL are refused: rekey() can never wri
   const path = join(dir, 'c.db');
   const db = await Database.open(path, { encryptionKey: 'k0' });
   await db.execute('CREATE TABLE t(v); INSERT INTO t VALUES (1)');
-  for (const sql of ['PRAGMA kdf_iter = 12345', 'PRAGMA legacy = 1', "PRAGMA cipher = 'aes256cbc'", 'PRAGMA hmac_check = 0']) {
+  for (const sql of ['PRAGMA kdf_iter = 12345', 'PRAGMA legacy = 1', "PRAGMA cipher = 'aes256cbc'", 'PRAGMA hmac_check = 0', 'PRAGMA cipher_page_size = 1024']) {
     const err = await rejectsAsync(() => db.execute(sql), RangeError);
     assert.match(err.message, /cipher settings/, sql);
+  }
+  // The same parameters through the library's SQL functions.
+  for (const sql of ["SELECT sqlite3mc_config('chacha20', 'kdf_iter', 1234)", "SELECT sqlite3mc_codec_data('cipher')"]) {
+    const err = await rejectsAsync(() => db.select(sql), RangeError);
+    assert.match(err.message, /'cipher' open option/, sql);
+    await rejectsAsync(() => db.execute(sql), RangeError);
   }
   await db.rekey('k1');
   await db.close();

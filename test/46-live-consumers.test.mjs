@@ -194,3 +194,37 @@ test('a stream restarted after its query broke ends when its new first run fails
   await until(() => live.ended, 'the end of the stream');
   await until(() => db[Symbol.for('quietsqlite.liveStats')]().groups === 0, 'its group freed');
 });
+
+test('a for-await loop that ended with a re-run error costs no further runs', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(v); INSERT INTO t VALUES (1)');
+  const sql = 'SELECT CASE WHEN v > 5 THEN abs(-9223372036854775807 - 1) ELSE v END AS x FROM t';
+  const live = db.stream(sql);
+  await assert.rejects(async () => {
+    for await (const rows of live) {
+      if (rows[0].x === 1) await db.execute('UPDATE t SET v = 10');
+    }
+  }, /integer overflow/);
+  const before = reruns(db);
+  for (let i = 0; i < 20; i++) await db.execute('UPDATE t SET v = v + 1');
+  await sleep(50);
+  assert.equal(reruns(db) - before, 0);
+  live.end();
+});
+
+test('an iterator whose first next() is called from a callback does not get that emission twice', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(v); INSERT INTO t VALUES (1)');
+  const live = db.stream('SELECT count(*) AS n FROM t');
+  let it;
+  const got = [];
+  live.subscribe(() => {
+    if (it !== undefined) return;
+    it = live[Symbol.asyncIterator]();
+    it.next().then((r) => got.push(r.value[0].n));
+  });
+  await until(() => got.length === 1, 'the first rows');
+  const second = await Promise.race([it.next().then((r) => r.value[0].n), sleep(150).then(() => 'waiting')]);
+  assert.equal(second, 'waiting');
+  await it.return();
+});

@@ -66,8 +66,10 @@ struct HookState {
     /// The key of the table changed last, so consecutive rows need no allocation.
     last_key: String,
     /// Rows inserted by statements themselves, not by their triggers (`sqlite3_preupdate_depth`
-    /// 0): how the writer tells a statement's own insert from the connection's older one.
+    /// 0), and the rowid of the last one: how the writer tells a statement's own insert from
+    /// the connection's older one.
     own_inserts: u64,
+    last_own_rowid: i64,
 }
 
 impl ChangeSet {
@@ -114,6 +116,7 @@ impl ChangeTracker {
             tracking,
             last_key: String::new(),
             own_inserts: 0,
+            last_own_rowid: 0,
         });
         // SAFETY: the handle is valid while `conn` lives, which the caller guarantees beyond
         // the tracker's drop (see above).
@@ -135,9 +138,10 @@ impl ChangeTracker {
         self.state.committed.take()
     }
 
-    /// Rows inserted so far by statements themselves (not by triggers); see `own_inserts`.
-    pub fn own_inserts(&self) -> u64 {
-        self.state.own_inserts
+    /// Rows inserted so far by statements themselves (not by triggers), and the rowid of the
+    /// last of them; see `own_inserts`.
+    pub fn own_inserts(&self) -> (u64, i64) {
+        (self.state.own_inserts, self.state.last_own_rowid)
     }
 
     /// Pages in the WAL after the last commit.
@@ -213,6 +217,7 @@ unsafe extern "C" fn on_preupdate(
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if op == ffi::SQLITE_INSERT && ffi::sqlite3_preupdate_depth(db) == 0 {
             state.own_inserts += 1;
+            state.last_own_rowid = key2;
         }
         let (schema, table) = (cstr(schema).as_bytes(), cstr(table).as_bytes());
         if !key_matches(&state.last_key, schema, table) {

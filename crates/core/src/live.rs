@@ -492,6 +492,9 @@ impl Shared {
                 g.last = None;
                 for s in g.subs.iter_mut() {
                     deliveries.push(Delivery::Failure(s.id, e.clone()));
+                    // Like rows, a failure waits for the consumer to ask for more: a stream
+                    // nobody reads (a for-await loop that ended with this error) runs no more.
+                    s.ready = false;
                     s.has_first = true;
                     // After an error, the next good result is news even if it equals the old.
                     s.sent = None;

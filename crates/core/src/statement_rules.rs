@@ -95,9 +95,22 @@ pub(crate) const CIPHER_PRAGMA_REFUSED: &str =
     "cipher settings cannot be set by pragma (cipher, kdf_iter, legacy, hmac_*, ...): choose the \
      cipher with the 'cipher' open option; its parameters are the library's defaults";
 
+/// Also every `cipher_*` pragma (the SQLCipher-compatible names: `cipher_page_size`,
+/// `cipher_use_hmac`, `cipher_compatibility`, `cipher_salt`, ...).
 pub(crate) fn is_cipher_pragma(name: &str) -> bool {
     CIPHER_PRAGMAS.iter().any(|k| k.eq_ignore_ascii_case(name))
+        || name.get(..7).is_some_and(|p| p.eq_ignore_ascii_case("cipher_"))
 }
+
+/// SQLite3 Multiple Ciphers' SQL functions (`sqlite3mc_config`, `sqlite3mc_codec_data`, ...)
+/// set the same parameters as its pragmas: refused for the same reason.
+fn is_cipher_function(name: &str) -> bool {
+    name.get(..10).is_some_and(|p| p.eq_ignore_ascii_case("sqlite3mc_"))
+}
+
+const CIPHER_FUNCTION_REFUSED: &str =
+    "SQLite3 Multiple Ciphers' functions (sqlite3mc_config, ...) cannot be called: choose the \
+     cipher with the 'cipher' open option; its parameters are the library's defaults";
 
 /// Installs the authorizer on `conn` (again, after something else replaced it).
 pub fn install(conn: &Connection) {
@@ -135,6 +148,7 @@ fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>) ->
         ),
         ffi::SQLITE_PRAGMA if arg1.is_some_and(is_key_pragma) => Some(KEY_PRAGMA_REFUSED.into()),
         ffi::SQLITE_PRAGMA if arg1.is_some_and(is_cipher_pragma) => Some(CIPHER_PRAGMA_REFUSED.into()),
+        ffi::SQLITE_FUNCTION if arg2.is_some_and(is_cipher_function) => Some(CIPHER_FUNCTION_REFUSED.into()),
         _ if rule == Rule::Write => None,
         ffi::SQLITE_ATTACH | ffi::SQLITE_DETACH => Some(
             "select() cannot ATTACH or DETACH: reads run on any of several connections; \

@@ -381,10 +381,16 @@ impl Writer {
                 // inserted nothing itself reports 0, not another request's insert (or one
                 // that intMode 'number' cannot give, failing every later statement). The
                 // connection's value stays as it is for SQL's last_insert_rowid().
-                // Virtual tables call no preupdate hook: their inserts show as a new value.
-                let (inserts, rowid) = (self.tracker.own_inserts(), self.conn.last_insert_rowid());
+                // Its own: the value changed, or it equals the rowid of an insert the statement
+                // made itself (the same rowid as before: delete and insert again, REPLACE).
+                // Virtual tables call no preupdate hook but change the value; inserts into a
+                // WITHOUT ROWID table, or a virtual table's writes to its shadow tables, call
+                // the hook but leave the value alone.
+                let ((inserts, _), rowid) = (self.tracker.own_inserts(), self.conn.last_insert_rowid());
                 let out = query::execute(&self.conn, &sql, &params).map(|mut e| {
-                    if self.tracker.own_inserts() == inserts && e.last_insert_rowid == rowid {
+                    let (now, last_own) = self.tracker.own_inserts();
+                    let own = e.last_insert_rowid != rowid || (now != inserts && last_own == e.last_insert_rowid);
+                    if !own {
                         e.last_insert_rowid = 0;
                     }
                     Output::Exec(e)
