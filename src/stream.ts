@@ -151,6 +151,10 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     this.#listeners.add(listener);
     pinned.add(this as LiveQuery<unknown>);
     this.#start();
+    // Callbacks take every emission: if an iterator left the last one unacknowledged (it
+    // paused, or its loop ended with an error), ask for the next one now, or this callback
+    // would wait for that iterator.
+    this.#acknowledge();
     if (joining) {
       // A late subscriber's first emission is the current result too.
       const rows = this.#current!;

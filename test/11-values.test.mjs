@@ -418,6 +418,10 @@ test("SQL's last_insert_rowid() still sees the connection's last insert in a lat
   assert.equal((await db.execute("INSERT INTO k VALUES ('a')")).lastInsertRowid, 0);
   assert.equal((await db.execute("INSERT INTO f(rowid, body) VALUES (40, 'hello')")).lastInsertRowid, 40);
   assert.equal((await db.execute('DELETE FROM f WHERE rowid = 40')).lastInsertRowid, 0);
+  // A script: its own insert of the rowid the connection reported, then a WITHOUT ROWID insert.
+  await db.execute("INSERT INTO parent(id, v) VALUES (12, 'x')");
+  const script = await db.execute("DELETE FROM parent WHERE id = 12; INSERT INTO parent(id, v) VALUES (12, 'y'); INSERT INTO k VALUES ('b')");
+  assert.equal(script.lastInsertRowid, 12);
 });
 
 test('named (:a @b $c) and numbered (?NNN) parameters', async (t) => {

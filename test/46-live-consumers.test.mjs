@@ -228,3 +228,19 @@ test('an iterator whose first next() is called from a callback does not get that
   assert.equal(second, 'waiting');
   await it.return();
 });
+
+test('a callback added after an iterator paused, or ended its loop with an error, receives every later emission', async (t) => {
+  // The iterator left the last emission unacknowledged; the callback waited for it forever.
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(v)');
+  const live = db.stream('SELECT count(*) AS n FROM t');
+  const it = live[Symbol.asyncIterator]();
+  assert.deepEqual((await it.next()).value, [{ n: 0 }]);
+  const got = [];
+  live.subscribe((r) => got.push(r[0].n));
+  await db.execute('INSERT INTO t VALUES (1)');
+  await until(() => got.at(-1) === 1, 'the first write');
+  await db.execute('INSERT INTO t VALUES (2)');
+  await until(() => got.at(-1) === 2, 'the second write');
+  await it.return();
+});

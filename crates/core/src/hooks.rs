@@ -65,11 +65,12 @@ struct HookState {
     tracking: Arc<AtomicBool>,
     /// The key of the table changed last, so consecutive rows need no allocation.
     last_key: String,
-    /// Rows inserted by statements themselves, not by their triggers (`sqlite3_preupdate_depth`
-    /// 0), and the rowid of the last one: how the writer tells a statement's own insert from
-    /// the connection's older one.
-    own_inserts: u64,
-    last_own_rowid: i64,
+    /// How the writer tells a statement's own insert of the rowid the connection already
+    /// reports (delete and insert again, REPLACE) from no insert at all: the rowid to watch
+    /// for (`watch_rowid`), and whether a row with it was inserted by a statement itself, not
+    /// by one of its triggers (`sqlite3_preupdate_depth` 0).
+    watched_rowid: i64,
+    watched_hit: bool,
 }
 
 impl ChangeSet {
@@ -115,8 +116,8 @@ impl ChangeTracker {
             wal_pages: 0,
             tracking,
             last_key: String::new(),
-            own_inserts: 0,
-            last_own_rowid: 0,
+            watched_rowid: 0,
+            watched_hit: false,
         });
         // SAFETY: the handle is valid while `conn` lives, which the caller guarantees beyond
         // the tracker's drop (see above).
@@ -138,10 +139,15 @@ impl ChangeTracker {
         self.state.committed.take()
     }
 
-    /// Rows inserted so far by statements themselves (not by triggers), and the rowid of the
-    /// last of them; see `own_inserts`.
-    pub fn own_inserts(&self) -> (u64, i64) {
-        (self.state.own_inserts, self.state.last_own_rowid)
+    /// Starts watching for an insert of `rowid` by a statement itself (not a trigger).
+    pub fn watch_rowid(&mut self, rowid: i64) {
+        self.state.watched_rowid = rowid;
+        self.state.watched_hit = false;
+    }
+
+    /// Whether such an insert happened since `watch_rowid`.
+    pub fn watched_rowid_inserted(&self) -> bool {
+        self.state.watched_hit
     }
 
     /// Pages in the WAL after the last commit.
@@ -216,8 +222,9 @@ unsafe extern "C" fn on_preupdate(
     // A panic must not cross into C: record conservatively instead of unwinding.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if op == ffi::SQLITE_INSERT && ffi::sqlite3_preupdate_depth(db) == 0 {
-            state.own_inserts += 1;
-            state.last_own_rowid = key2;
+            if key2 == state.watched_rowid {
+                state.watched_hit = true;
+            }
         }
         let (schema, table) = (cstr(schema).as_bytes(), cstr(table).as_bytes());
         if !key_matches(&state.last_key, schema, table) {

@@ -386,10 +386,10 @@ impl Writer {
                 // Virtual tables call no preupdate hook but change the value; inserts into a
                 // WITHOUT ROWID table, or a virtual table's writes to its shadow tables, call
                 // the hook but leave the value alone.
-                let ((inserts, _), rowid) = (self.tracker.own_inserts(), self.conn.last_insert_rowid());
+                let rowid = self.conn.last_insert_rowid();
+                self.tracker.watch_rowid(rowid);
                 let out = query::execute(&self.conn, &sql, &params).map(|mut e| {
-                    let (now, last_own) = self.tracker.own_inserts();
-                    let own = e.last_insert_rowid != rowid || (now != inserts && last_own == e.last_insert_rowid);
+                    let own = e.last_insert_rowid != rowid || self.tracker.watched_rowid_inserted();
                     if !own {
                         e.last_insert_rowid = 0;
                     }
