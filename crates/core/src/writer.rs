@@ -380,12 +380,11 @@ impl Writer {
                 // SQLite keeps the last inserted rowid per connection: a statement that
                 // inserted nothing itself reports 0, not another request's insert (or one
                 // that intMode 'number' cannot give, failing every later statement). The
-                // connection's value stays as it is for SQL's last_insert_rowid().
-                // Its own: the value changed, or it equals the rowid of an insert the statement
-                // made itself (the same rowid as before: delete and insert again, REPLACE).
-                // Virtual tables call no preupdate hook but change the value; inserts into a
-                // WITHOUT ROWID table, or a virtual table's writes to its shadow tables, call
-                // the hook but leave the value alone.
+                // connection's value stays as it is for SQL's last_insert_rowid(). The rowid
+                // is the statement's own when it changed, or when the statement itself (not
+                // a trigger) inserted that very rowid again (delete and insert, REPLACE).
+                // Inserts into a WITHOUT ROWID table or a virtual table's shadow tables call
+                // the hook but leave the value alone: they count only by that rowid.
                 let rowid = self.conn.last_insert_rowid();
                 self.tracker.watch_rowid(rowid);
                 let out = query::execute(&self.conn, &sql, &params).map(|mut e| {
