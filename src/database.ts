@@ -9,7 +9,6 @@ import {
   checkKey,
   checkKeys,
   checkParams,
-  paramsAsOfNow,
   checkPath,
   checkSql,
   checkExtensionPath,
@@ -24,7 +23,7 @@ import {
   type OpenOptions,
   type QueryOptions,
 } from './options';
-import { packParamSets } from './params';
+import { packParamSets, paramsAsOfNow } from './params';
 import { Kind, nextMicrotask, Requests, rowsAs, type Description, type ExecuteResult, type Stop } from './requests';
 import { decodeRowsIn, type IntMode, type Row, type SqlValue } from './rows';
 import { resolveIterateOptions, RowIterator, type IterateHost, type IterateOptions } from './iterate';

@@ -309,22 +309,3 @@ export function checkParams(params: unknown): void {
     throw new TypeError('params must be an array (positional) or an object (named)');
   }
 }
-
-/**
- * The parameters as they are now, for a request that converts them later (`iterate()` binds
- * at its first `next()`): the array or object is copied, and so are the bytes of any view in
- * it, so that changing them after the call changes nothing, as for every other method.
- */
-export function paramsAsOfNow(params: unknown): unknown {
-  if (params === undefined || params === null || typeof params !== 'object') return params;
-  // A view of a detached buffer has no bytes: an empty BLOB, as the other methods bind it.
-  const copy = (v: unknown): unknown =>
-    ArrayBuffer.isView(v) ? (v.byteLength === 0 ? Buffer.alloc(0) : Buffer.from(new Uint8Array(v.buffer, v.byteOffset, v.byteLength))) : v;
-  if (Array.isArray(params)) return params.map(copy);
-  // Anything but a plain object is refused by the conversion later: left as it is for that.
-  const proto = Object.getPrototypeOf(params);
-  if (proto !== Object.prototype && proto !== null) return params;
-  const out: Record<string, unknown> = {};
-  for (const key of Object.keys(params)) out[key] = copy((params as Record<string, unknown>)[key]);
-  return out;
-}
