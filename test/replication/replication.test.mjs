@@ -75,13 +75,18 @@ function startWriter(path, durationMs, checkpoints) {
   return w;
 }
 
+/** `promise`, its rejection naming `what` (an open that fails says which file it was). */
+async function labelled(what, promise) {
+  try { return await promise; } catch (e) { e.message = `${what}: ${e.message}`; throw e; }
+}
+
 let restoreN = 0;
 /** Restores the replica into a new file and checks it; returns its last transaction number. */
 async function restoreAndCheck(env) {
   const out = join(env.dir, `restored-${++restoreN}.db`);
   const r = spawnSync(litestream.path, ['restore', '-o', out, `file://${env.replica}`], { encoding: 'utf8' });
   if (r.status !== 0) return { n: -1, out, error: r.stderr };
-  const db = await Database.open(out, { readonly: true, readers: 1 });
+  const db = await labelled(`opening restore ${restoreN}`, Database.open(out, { readonly: true, readers: 1 }));
   try {
     assert.deepEqual(await db.select('PRAGMA integrity_check'), [{ integrity_check: 'ok' }]);
     const hasLog = await db.selectOne("SELECT count(*) AS c FROM sqlite_schema WHERE name = 'log'");
@@ -131,7 +136,7 @@ async function scenario(t, { kill, checkpoints }) {
       const { signal } = await w.exit;
       assert.equal(signal, 'SIGKILL');
       // The commits the writer made but had not printed yet count too: read the source.
-      const src = await Database.open(env.db, { readonly: true, readers: 1 });
+      const src = await labelled('opening the source after SIGKILL', Database.open(env.db, { readonly: true, readers: 1 }));
       last = (await src.selectOne('SELECT n FROM totals')).n;
       await src.close();
       assert.ok(last >= w.last, 'every reported commit is in the source');

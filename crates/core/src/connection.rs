@@ -491,6 +491,9 @@ pub fn apply_pragma(conn: &Connection, name: &str, value: &str) -> Result<()> {
     if value.contains(';') || value.contains('\0') {
         return Err(Error::Type(format!("invalid value for pragma '{name}': it may not contain ';' or NUL")));
     }
+    if crate::statement_rules::is_mode_pragma(name.split_once('.').map(|(schema, _)| schema), bare, value) {
+        return Err(Error::Type(crate::statement_rules::MODE_PRAGMA_REFUSED.into()));
+    }
     let sql = format!("PRAGMA {name} = {value}");
     // SQLite's own message may quote the value ("near ...: syntax error"): report the
     // code's generic text, with the pragma's name and no SQL.

@@ -64,7 +64,7 @@ unsafe extern "C" fn collect(
     // This stands in for the statement rules while it is installed: a live query is a read,
     // and some pragmas act while they are prepared.
     // SAFETY: the arguments come from SQLite as it passes them to authorizers.
-    crate::statement_rules::answer(crate::statement_rules::Rule::Read, action, table, column)
+    crate::statement_rules::answer(crate::statement_rules::Rule::Read, action, table, column, schema)
 }
 
 /// Prepares `sql` (not through the statement cache: a cached statement would not call the

@@ -237,7 +237,7 @@ pub(crate) fn is_blank_sql(s: &[u8]) -> bool {
 }
 
 /// `s` after its leading white space, semicolons and comments.
-fn skip_blank(mut s: &[u8]) -> &[u8] {
+pub(crate) fn skip_blank(mut s: &[u8]) -> &[u8] {
     loop {
         match s {
             [c, rest @ ..] if c.is_ascii_whitespace() || *c == b';' => s = rest,
@@ -271,7 +271,12 @@ fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<Ex
     let mut stmt = conn.prepare_cached(sql).map_err(|e| Error::from(e).with_sql(sql))?;
     bind(&mut *stmt, params).map_err(|e| e.with_sql(sql))?;
     let before = conn.total_changes();
-    let enc = returned_rows(&mut stmt).map_err(|e| e.with_sql(sql))?;
+    let enc = if crate::statement_rules::is_vacuum(sql) {
+        crate::statement_rules::running_vacuum(|| returned_rows(&mut stmt))
+    } else {
+        returned_rows(&mut stmt)
+    }
+    .map_err(|e| e.with_sql(sql))?;
     let changed = conn.total_changes() != before;
     Ok(ExecOutcome {
         changes: if changed { conn.changes() } else { 0 },
@@ -290,7 +295,12 @@ fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
         // SQLite's tail follows a `;` or ends the text: always a character boundary.
         let rest = sql.get(at..).ok_or_else(|| Error::Internal("statement tail inside a character".into()))?;
         let mut stmt = RawStatement::prepare(conn, rest).map_err(|e| e.with_sql(sql))?;
-        stmt.run().map_err(|e| e.with_sql(sql))?;
+        if crate::statement_rules::is_vacuum(rest) {
+            crate::statement_rules::running_vacuum(|| stmt.run())
+        } else {
+            stmt.run()
+        }
+        .map_err(|e| e.with_sql(sql))?;
         if stmt.tail == 0 {
             break;
         }

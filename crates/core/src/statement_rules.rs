@@ -14,6 +14,12 @@
 //!   setting made by it would apply to one random connection. Pragmas only in their query
 //!   form, or with an argument only when that argument names what to inspect; no ATTACH or
 //!   DETACH. Writes are refused separately (`sqlite3_stmt_readonly`).
+//! - Both: no change of the locking or journal mode of the main database. The readers share
+//!   it with the writer through WAL; `locking_mode = EXCLUSIVE` on the writer locked them out
+//!   and, once they held their shared locks, failed every later write with SQLITE_BUSY.
+//!
+//! A VACUUM runs statements of SQLite's own while it steps (BEGIN, ATTACH, copies): once the
+//! user's VACUUM statement has passed the rule at prepare, those pass (`running_vacuum`).
 
 use crate::error::{Error, Result};
 use rusqlite::{ffi, Connection};
@@ -34,6 +40,52 @@ thread_local! {
     static RULE: Cell<Rule> = const { Cell::new(Rule::Internal) };
     /// Why the authorizer last refused a statement on this thread.
     static DENIED: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// A VACUUM is stepping on this thread: what is prepared now is SQLite's own.
+    static IN_VACUUM: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Steps a VACUUM statement (`f`), already prepared under the caller's rule: the statements
+/// SQLite prepares for it meanwhile pass.
+pub(crate) fn running_vacuum<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = IN_VACUUM.try_with(|v| v.set(self.0));
+        }
+    }
+    let _restore = Restore(IN_VACUUM.with(|v| v.replace(true)));
+    f()
+}
+
+/// True when `sql` (one statement) is a VACUUM: its first word, after blanks and comments.
+pub(crate) fn is_vacuum(sql: &str) -> bool {
+    let s = crate::query::skip_blank(sql.as_bytes());
+    s.get(..6).is_some_and(|w| w.eq_ignore_ascii_case(b"vacuum"))
+        && s.get(6).is_none_or(|&c| !(c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80))
+}
+
+/// `locking_mode` and `journal_mode` set on the main database (or on every database, which
+/// is what they do without a schema). The modes in use (NORMAL, WAL) pass: setting them
+/// changes nothing.
+fn changes_main_mode(name: &str, value: Option<&str>, schema: Option<&str>) -> bool {
+    let Some(value) = value else { return false };
+    if schema.is_some_and(|s| !s.eq_ignore_ascii_case("main")) {
+        return false;
+    }
+    let value = value.trim_matches(|c| c == '\'' || c == '"');
+    (name.eq_ignore_ascii_case("locking_mode") && !value.eq_ignore_ascii_case("normal"))
+        || (name.eq_ignore_ascii_case("journal_mode") && !value.eq_ignore_ascii_case("wal"))
+}
+
+pub(crate) const MODE_PRAGMA_REFUSED: &str =
+    "the locking and journal modes cannot be changed (PRAGMA locking_mode other than NORMAL, \
+     PRAGMA journal_mode other than WAL): the reader connections share the database with the \
+     writer through WAL in normal locking mode";
+
+/// Also for the `pragmas` open option: true when `schema.name = value` would change a mode
+/// the reader connections rely on.
+pub(crate) fn is_mode_pragma(schema: Option<&str>, name: &str, value: &str) -> bool {
+    changes_main_mode(name, Some(value), schema)
 }
 
 /// Pragmas that take an argument naming what to inspect, and change nothing.
@@ -136,8 +188,8 @@ pub fn under<T>(rule: Rule, f: impl FnOnce() -> Result<T>) -> Result<T> {
 }
 
 /// The verdict for one authorizer call; `None` allows it.
-fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>) -> Option<String> {
-    if rule == Rule::Internal {
+fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>, schema: Option<&str>) -> Option<String> {
+    if rule == Rule::Internal || IN_VACUUM.try_with(Cell::get).unwrap_or(false) {
         return None;
     }
     match action {
@@ -148,6 +200,7 @@ fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>) ->
         ),
         ffi::SQLITE_PRAGMA if arg1.is_some_and(is_key_pragma) => Some(KEY_PRAGMA_REFUSED.into()),
         ffi::SQLITE_PRAGMA if arg1.is_some_and(is_cipher_pragma) => Some(CIPHER_PRAGMA_REFUSED.into()),
+        ffi::SQLITE_PRAGMA if changes_main_mode(arg1.unwrap_or(""), arg2, schema) => Some(MODE_PRAGMA_REFUSED.into()),
         ffi::SQLITE_FUNCTION if arg2.is_some_and(is_cipher_function) => Some(CIPHER_FUNCTION_REFUSED.into()),
         _ if rule == Rule::Write => None,
         ffi::SQLITE_ATTACH | ffi::SQLITE_DETACH => Some(
@@ -177,11 +230,12 @@ fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>) ->
 /// since some pragmas act while they are prepared.
 ///
 /// # Safety
-/// `arg1` and `arg2` are NULL or NUL-terminated strings valid for the call, as SQLite passes them.
-pub(crate) unsafe fn answer(rule: Rule, action: c_int, arg1: *const c_char, arg2: *const c_char) -> c_int {
+/// `arg1`, `arg2` and `schema` are NULL or NUL-terminated strings valid for the call, as
+/// SQLite passes them.
+pub(crate) unsafe fn answer(rule: Rule, action: c_int, arg1: *const c_char, arg2: *const c_char, schema: *const c_char) -> c_int {
     // SAFETY: forwarded from the caller's contract.
-    let (a1, a2) = (text(arg1), text(arg2));
-    match verdict(rule, action, a1, a2) {
+    let (a1, a2, db) = (text(arg1), text(arg2), text(schema));
+    match verdict(rule, action, a1, a2, db) {
         None => ffi::SQLITE_OK,
         Some(why) => {
             let _ = DENIED.try_with(|d| *d.borrow_mut() = Some(why));
@@ -203,7 +257,7 @@ unsafe extern "C" fn authorize(
     action: c_int,
     arg1: *const c_char,
     arg2: *const c_char,
-    _schema: *const c_char,
+    schema: *const c_char,
     _trigger: *const c_char,
 ) -> c_int {
     // Called from C: nothing here may unwind (try_with, no indexing, no unwrap).
@@ -212,7 +266,7 @@ unsafe extern "C" fn authorize(
         return ffi::SQLITE_OK;
     }
     // SAFETY: SQLite passes NUL-terminated strings (or NULL) valid for this call.
-    answer(rule, action, arg1, arg2)
+    answer(rule, action, arg1, arg2, schema)
 }
 
 #[cfg(test)]
@@ -254,5 +308,53 @@ mod tests {
         }
         assert!(prepare(&c, Rule::Write, "PRAGMA cache_size = 10").is_ok());
         assert!(prepare(&c, Rule::Write, "ATTACH ':memory:' AS b").is_ok());
+    }
+
+    #[test]
+    fn the_modes_the_readers_rely_on_stay() {
+        let c = conn();
+        c.execute_batch("ATTACH ':memory:' AS aux").unwrap();
+        for sql in [
+            "PRAGMA locking_mode = EXCLUSIVE",
+            "PRAGMA main.locking_mode = exclusive",
+            "PRAGMA journal_mode = DELETE",
+            "PRAGMA MAIN.journal_mode = 'off'",
+            "PRAGMA journal_mode = memory",
+        ] {
+            for rule in [Rule::Write, Rule::Read] {
+                match prepare(&c, rule, sql) {
+                    Err(Error::Range(m)) => assert!(m.contains("locking and journal modes"), "{sql} {rule:?}: {m}"),
+                    other => panic!("{sql} {rule:?}: {other:?}"),
+                }
+            }
+        }
+        for sql in ["PRAGMA locking_mode", "PRAGMA journal_mode", "PRAGMA journal_mode = WAL", "PRAGMA locking_mode = 'normal'", "PRAGMA aux.journal_mode = DELETE"] {
+            assert!(prepare(&c, Rule::Write, sql).is_ok(), "{sql}");
+        }
+        assert!(is_mode_pragma(None, "locking_mode", "EXCLUSIVE"));
+        assert!(is_mode_pragma(Some("main"), "journal_mode", "'delete'"));
+        assert!(!is_mode_pragma(None, "journal_mode", "'WAL'"));
+        assert!(!is_mode_pragma(None, "cache_size", "10"));
+    }
+
+    #[test]
+    fn vacuum_is_told_by_its_first_word() {
+        for sql in ["VACUUM", "  vacuum;", "/* x */ -- y\n Vacuum main", "VACUUM INTO 'a.db'", "vacuum\tinto ?"] {
+            assert!(is_vacuum(sql), "{sql}");
+        }
+        for sql in ["SELECT 1", "vacuumx", "vacuum_db", "EXPLAIN VACUUM", "-- VACUUM\nSELECT 1", "VACUU"] {
+            assert!(!is_vacuum(sql), "{sql}");
+        }
+    }
+
+    #[test]
+    fn a_vacuum_runs_its_own_statements_and_only_while_it_steps() {
+        let c = conn();
+        let mut stmt = under(Rule::Write, || c.prepare("VACUUM").map_err(Error::from)).unwrap();
+        // Without the exemption, SQLite's own BEGIN inside the VACUUM is refused.
+        let refused = under(Rule::Write, || stmt.raw_execute().map_err(Error::from));
+        assert!(matches!(refused, Err(Error::Range(_))), "{refused:?}");
+        under(Rule::Write, || running_vacuum(|| stmt.raw_execute().map_err(Error::from))).unwrap();
+        assert!(matches!(prepare(&c, Rule::Write, "BEGIN"), Err(Error::Range(_))));
     }
 }

@@ -1,0 +1,117 @@
+// Maintenance statements through execute: VACUUM and VACUUM INTO run (SQLite's own statements
+// inside them pass the statement rules), and the pragmas that would change the modes the
+// reader connections rely on (locking_mode, journal_mode) are refused, in SQL and in the
+// `pragmas` open option, leaving the database usable.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { statSync } from 'node:fs';
+import { Database, openTemp, tempDir, rejectsAsync } from './fixtures/helpers.mjs';
+
+async function filled(t, options) {
+  const db = await openTemp(t, options);
+  await db.execute('CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)');
+  await db.executeBatch('INSERT INTO t (body) VALUES (?)', Array.from({ length: 2000 }, (_, i) => [`row ${i} `.repeat(20)]));
+  await db.execute('DELETE FROM t WHERE id > 1000');
+  return db;
+}
+
+test('VACUUM runs through execute, frees the deleted pages, and the database stays whole and usable', async (t) => {
+  const db = await filled(t);
+  const live = db.stream('SELECT count(*) AS n FROM t');
+  const seen = [];
+  live.subscribe(([row]) => seen.push(row.n));
+  const before = await db.diagnostics();
+  assert.ok(before.freelistCount > 0, 'the DELETE left free pages');
+  const out = await db.execute('VACUUM');
+  assert.equal(out.changes, 0);
+  assert.deepEqual(out.rows, []);
+  const after = await db.diagnostics();
+  assert.equal(after.freelistCount, 0);
+  assert.ok(after.pageCount < before.pageCount, `${after.pageCount} < ${before.pageCount}`);
+  assert.deepEqual(await db.select('PRAGMA integrity_check'), [{ integrity_check: 'ok' }]);
+  assert.deepEqual(await db.selectOne('SELECT count(*) AS n, min(id) AS lo FROM t'), { n: 1000, lo: 1 });
+  // Writes, transactions and the statement rules go on as before.
+  assert.equal((await db.execute('INSERT INTO t (body) VALUES (?)', ['after'])).changes, 1);
+  await db.transaction(async (tx) => tx.execute('DELETE FROM t WHERE body = ?', ['after']));
+  await rejectsAsync(() => db.execute('BEGIN'), RangeError, /transaction control/);
+  // With comments before it and several statements in one text, too.
+  await db.execute('/* tidy */ -- up\n vacuum; SELECT 1');
+  live.end();
+  assert.equal(seen[0], 1000);
+});
+
+test('VACUUM INTO writes a copy that opens and holds the data', async (t) => {
+  const db = await filled(t);
+  const dir = await tempDir(t);
+  const copy = join(dir, 'copy.db');
+  await db.execute('VACUUM INTO ?', [copy]);
+  assert.ok(statSync(copy).size > 0);
+  const other = await Database.open(copy, { readonly: true });
+  t.after(() => other.close());
+  assert.deepEqual(await other.selectOne('SELECT count(*) AS n FROM t'), { n: 1000 });
+});
+
+test('VACUUM inside a transaction fails with SQLite\'s own error, and the transaction rolls back', async (t) => {
+  const db = await filled(t);
+  const err = await db
+    .transaction(async (tx) => {
+      await tx.execute("INSERT INTO t (body) VALUES ('in tx')");
+      await tx.execute('VACUUM');
+    })
+    .catch((e) => e);
+  assert.equal(err.code, 'SQLITE_ERROR');
+  assert.match(err.message, /cannot VACUUM from within a transaction/);
+  assert.deepEqual(await db.selectOne("SELECT count(*) AS n FROM t WHERE body = 'in tx'"), { n: 0 });
+});
+
+test('VACUUM of an encrypted database keeps it encrypted with the same key', async (t) => {
+  const dir = await tempDir(t);
+  const path = join(dir, 'secret.db');
+  const db = await Database.open(path, { encryptionKey: 'vacuum key' });
+  await db.execute('CREATE TABLE s (x)');
+  await db.executeBatch('INSERT INTO s VALUES (?)', Array.from({ length: 500 }, (_, i) => [`secret ${i}`]));
+  await db.execute('DELETE FROM s WHERE rowid % 2 = 0');
+  await db.execute('VACUUM');
+  await db.close();
+  const again = await Database.open(path, { encryptionKey: 'vacuum key' });
+  t.after(() => again.close());
+  assert.deepEqual(await again.selectOne('SELECT count(*) AS n FROM s'), { n: 250 });
+  await rejectsAsync(() => Database.open(path, { readonly: true }), Error);
+});
+
+test('locking_mode and journal_mode changes are refused with a RangeError; the database stays usable', async (t) => {
+  const db = await openTemp(t);
+  await db.execute('CREATE TABLE t (x)');
+  for (const sql of [
+    'PRAGMA locking_mode = EXCLUSIVE',
+    'PRAGMA main.locking_mode = exclusive',
+    'PRAGMA journal_mode = DELETE',
+    "PRAGMA journal_mode = 'memory'",
+    'PRAGMA journal_mode = OFF',
+  ]) {
+    await rejectsAsync(() => db.execute(sql), RangeError, /locking and journal modes cannot be changed/);
+    await rejectsAsync(() => db.transaction((tx) => tx.execute(sql)), RangeError, /locking and journal modes/);
+    // Still usable: the readers read and the writer writes (an EXCLUSIVE writer could not).
+    assert.equal((await db.execute('INSERT INTO t VALUES (1)', [], { timeoutMs: 5000 })).changes, 1);
+    assert.ok((await db.selectOne('SELECT count(*) AS n FROM t')).n > 0);
+  }
+  // The modes in use may be set (nothing changes) and read.
+  assert.deepEqual((await db.execute('PRAGMA journal_mode = WAL')).rows, [{ journal_mode: 'wal' }]);
+  assert.deepEqual((await db.execute('PRAGMA locking_mode = NORMAL')).rows, [{ locking_mode: 'normal' }]);
+  assert.deepEqual((await db.execute('PRAGMA locking_mode')).rows, [{ locking_mode: 'normal' }]);
+  assert.deepEqual(await db.selectOne('SELECT * FROM pragma_journal_mode'), { journal_mode: 'wal' });
+});
+
+test("the 'pragmas' open option refuses the same mode changes with a TypeError, naming no value", async (t) => {
+  const dir = await tempDir(t);
+  for (const pragmas of [{ locking_mode: 'EXCLUSIVE' }, { journal_mode: 'DELETE' }, { 'main.journal_mode': "'truncate'" }]) {
+    const err = await Database.open(join(dir, 'p.db'), { pragmas }).catch((e) => e);
+    assert.ok(err instanceof TypeError, String(err));
+    assert.match(err.message, /locking and journal modes cannot be changed/);
+    assert.doesNotMatch(err.message, /EXCLUSIVE|DELETE|truncate/);
+  }
+  const db = await Database.open(join(dir, 'p.db'), { pragmas: { journal_mode: 'WAL', locking_mode: 'normal' } });
+  t.after(() => db.close());
+  assert.deepEqual(await db.selectOne('SELECT * FROM pragma_journal_mode'), { journal_mode: 'wal' });
+});
