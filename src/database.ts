@@ -879,7 +879,10 @@ export class Database implements Executor, TransactionHost, StatementHost {
    */
   close(options?: CloseOptions): Promise<void> {
     try {
-      if (options !== undefined) checkKeys('close', options, ['force']);
+      if (options !== undefined) {
+        checkKeys('close', options, ['force']);
+        if (options.force !== undefined && typeof options.force !== 'boolean') throw new TypeError('force must be a boolean');
+      }
     } catch (err) {
       return rejected(err);
     }

@@ -42,9 +42,10 @@ export function resolveIterateOptions(options: unknown, defaultTimeoutMs: number
   }
   checkKeys('iterate', options, ITERATE_KEYS);
   const o = options as IterateOptions;
-  const rowMode = o.rowMode ?? 'object';
+  const rowMode = o.rowMode === undefined ? 'object' : o.rowMode;
   if (rowMode !== 'object' && rowMode !== 'array') throw new TypeError("rowMode must be 'object' or 'array'");
-  const chunkSize = o.chunkSize ?? DEFAULT_CHUNK_ROWS;
+  const chunkSize = o.chunkSize === undefined ? DEFAULT_CHUNK_ROWS : o.chunkSize;
+  if (chunkSize === null) throw new TypeError('chunkSize must be a number of rows');
   if (!Number.isInteger(chunkSize) || chunkSize < 1 || chunkSize > MAX_CHUNK_ROWS) {
     throw new RangeError(`chunkSize must be an integer from 1 to ${MAX_CHUNK_ROWS}`);
   }

@@ -106,7 +106,8 @@ function closest(name: string, known: readonly string[]): string | undefined {
   return known.find((k) => k.toLowerCase() === lower || k.toLowerCase().startsWith(lower.slice(0, 4)));
 }
 
-export function checkKeys(what: string, value: object, known: readonly string[]): void {
+export function checkKeys(what: string, value: unknown, known: readonly string[]): asserts value is Record<string, unknown> {
+  if (!isPlainObject(value)) throw new TypeError(`${what} options must be a plain object`);
   for (const key of Object.keys(value)) {
     if (!known.includes(key)) {
       const hint = closest(key, known);
@@ -188,6 +189,11 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
     'inlineReads',
   ]);
   const o = options as OpenOptions;
+  // One rule for every option: null is not "the default" (an `encryptionKey: null` from a
+  // missing setting must not open a plaintext database); only timeoutMs gives null a meaning.
+  for (const [name, value] of Object.entries(o)) {
+    if (value === null && name !== 'timeoutMs') throw new TypeError(`${name} may not be null (leave it out for the default)`);
+  }
   const readers = o.readers ?? defaultReaders();
   if (!Number.isInteger(readers) || readers < 1 || readers > 64) {
     throw new RangeError('readers must be an integer from 1 to 64');
@@ -279,7 +285,7 @@ export function resolveCallOptions(options: unknown, withRowMode: boolean, defau
   const o = options as QueryOptions;
   let rowMode: RowMode = 'object';
   if (withRowMode) {
-    rowMode = o.rowMode ?? 'object';
+    rowMode = o.rowMode === undefined ? 'object' : o.rowMode;
     if (rowMode !== 'object' && rowMode !== 'array') throw new TypeError("rowMode must be 'object' or 'array'");
   }
   const signal = o.signal;

@@ -104,11 +104,12 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   /** @internal use db.stream() */
   constructor(host: LiveHost, sql: string, params: unknown, options: StreamOptions | undefined) {
     if (options !== undefined) checkKeys('stream', options, ['signal', 'maxDelayMs']);
-    const maxDelayMs = options?.maxDelayMs === undefined ? 100 : options.maxDelayMs;
+    const o = (options ?? {}) as StreamOptions;
+    const maxDelayMs = o.maxDelayMs === undefined ? 100 : o.maxDelayMs;
     if (!Number.isInteger(maxDelayMs) || maxDelayMs < 0 || maxDelayMs > 0x7fffffff) {
       throw new RangeError('maxDelayMs must be a non-negative integer');
     }
-    const signal = options?.signal;
+    const signal = o.signal;
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
     this.#host = host;
     this.#sql = sql;

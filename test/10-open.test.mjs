@@ -218,6 +218,34 @@ test('invalid open arguments reject with TypeError/RangeError', async () => {
   await rejectsAsync(() => Database.open(':memory:', { pragmas: { cache_size: {} } }), TypeError);
 });
 
+test('null is never "the default": every open option but timeoutMs refuses it with a TypeError naming it', async (t) => {
+  const dir = await tempDir(t);
+  const path = join(dir, 'nulls.db');
+  for (const name of ['readers', 'readonly', 'intMode', 'pragmas', 'busyTimeout', 'encryptionKey', 'cipher', 'checkpoints', 'extensions', 'inlineReads']) {
+    await rejectsAsync(() => Database.open(path, { [name]: null }), { name: 'TypeError', message: new RegExp(`^${name} may not be null`) });
+  }
+  // Above all, a key that is null (a missing setting) does not create a plaintext database.
+  assert.equal(existsSync(path), false);
+  const db = await Database.open(path, { timeoutMs: null });
+  await db.close();
+});
+
+test('other options objects: null values and non-objects are TypeErrors, never silently the default', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t (x)');
+  await rejectsAsync(() => db.select('SELECT 1', [], { rowMode: null }), { name: 'TypeError', message: /rowMode/ });
+  await rejectsAsync(() => db.execute('SELECT 1', [], null), { name: 'TypeError', message: /query options must be a plain object/ });
+  assert.throws(() => db.iterate('SELECT 1', [], { rowMode: null }), { name: 'TypeError', message: /rowMode/ });
+  assert.throws(() => db.iterate('SELECT 1', [], { chunkSize: null }), { name: 'TypeError', message: /chunkSize/ });
+  assert.throws(() => db.stream('SELECT 1', [], null), { name: 'TypeError', message: /stream options must be a plain object/ });
+  await rejectsAsync(() => db.transaction(async () => {}, null), TypeError);
+  await rejectsAsync(() => db.close(null), { name: 'TypeError', message: /close options must be a plain object/ });
+  await rejectsAsync(() => db.close('force'), { name: 'TypeError', message: /close options must be a plain object/ });
+  await rejectsAsync(() => db.close({ force: 'yes' }), { name: 'TypeError', message: /force must be a boolean/ });
+  // Still open after all of that.
+  assert.deepEqual(await db.select('SELECT count(*) AS n FROM t'), [{ n: 0 }]);
+});
+
 test('intMode is reported by the database', async (t) => {
   assert.equal((await openMemory(t)).intMode, 'auto');
   assert.equal((await openMemory(t, { intMode: 'bigint' })).intMode, 'bigint');
