@@ -367,7 +367,8 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     this.#failing = true;
     // The native side sends nothing more until asked, as after rows.
     this.#unacked = true;
-    for (const l of [...this.#listeners]) {
+    const told = [...this.#listeners];
+    for (const l of told) {
       if (!this.#listeners.has(l)) continue;
       // A joining listener's queued first rows are older than this failure.
       l.got = true;
@@ -389,7 +390,13 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     if (ending) {
       // Iterators keep a failure they have not seen yet and report it from their next next().
       for (const it of this.#iterators) it.attached = false;
+      // Listeners added by the callbacks above (a retry from onError) joined a stream that
+      // ends now: they are told so, as subscribe() on an ended stream tells them.
+      const joined = [...this.#listeners].filter((l) => !told.includes(l));
       this.end();
+      for (const l of joined) {
+        if (l.onError !== undefined) queueMicrotask(() => notify(l.scope, l.onError!, closedError('this live query has ended')));
+      }
       return;
     }
     // Callbacks take every emission: ask for the next one now. Iterators ask with their next

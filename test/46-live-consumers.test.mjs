@@ -244,3 +244,29 @@ test('a callback added after an iterator paused, or ended its loop with an error
   await until(() => got.at(-1) === 2, 'the second write');
   await it.return();
 });
+
+test('subscribing again from onError of the failure that ends the stream is told the stream ended', async (t) => {
+  // The new listener was added while the ending failure was being reported, then cleared with
+  // the rest: it heard nothing, neither rows nor an error.
+  const db = await openMemory(t);
+  const live = db.stream('SELECT * FROM missing_table');
+  const heard = [];
+  await new Promise((resolve) => {
+    live.subscribe(
+      () => heard.push('rows'),
+      (err) => {
+        heard.push(`first: ${err.code}`);
+        live.subscribe(
+          () => heard.push('rows again'),
+          (again) => {
+            heard.push(`again: ${again.code}`);
+            resolve();
+          },
+        );
+        setTimeout(resolve, 1000);
+      },
+    );
+  });
+  assert.deepEqual(heard, ['first: SQLITE_ERROR', 'again: ERR_QUIETSQLITE_CLOSED']);
+  assert.equal(live.ended, true);
+});
