@@ -68,14 +68,25 @@ test('a relative path stays the file it named when the process changes directory
     await db.execute('INSERT INTO t VALUES (?)', [who]);
     await db.close();
   }
-  process.chdir(home);
-  const db = await Database.open('rel.db', { inlineReads: true });
-  t.after(() => db.close());
-  process.chdir(elsewhere);
-  assert.deepStrictEqual(await db.select('SELECT who FROM t'), [{ who: 'mine' }]);
-  await db.rekey('k');
-  assert.deepStrictEqual(await db.select('SELECT who FROM t'), [{ who: 'mine' }]);
-  process.chdir(cwd);
+  // A plain relative path, and relative file: URIs (with a query, and with a name that
+  // needs its percent-escapes kept).
+  for (const [name, path] of [['rel.db', 'rel.db'], ['relu.db', 'file:relu.db?mode=rwc'], ['a b%#.db', 'file:a%20b%25%23.db']]) {
+    for (const [dir, who] of [[home, 'mine'], [elsewhere, 'another']]) {
+      const db = await Database.open(join(dir, name));
+      await db.execute('CREATE TABLE IF NOT EXISTS t(who)');
+      await db.execute('DELETE FROM t');
+      await db.execute('INSERT INTO t VALUES (?)', [who]);
+      await db.close();
+    }
+    process.chdir(home);
+    const db = await Database.open(path, { inlineReads: true });
+    process.chdir(elsewhere);
+    assert.deepStrictEqual(await db.select('SELECT who FROM t'), [{ who: 'mine' }], path);
+    await db.rekey('k');
+    assert.deepStrictEqual(await db.select('SELECT who FROM t'), [{ who: 'mine' }], path);
+    await db.close();
+    process.chdir(cwd);
+  }
 });
 
 test('defaults: WAL, synchronous NORMAL, foreign keys on, busy timeout 5000, temp_store MEMORY', async (t) => {

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createCipheriv, createDecipheriv, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
-import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Database, SqliteError, rejectsAsync, assertSqliteError, tempDir } from './fixtures/helpers.mjs';
 
@@ -115,6 +115,27 @@ test('rekey changes the key with no data lost; readers and live queries follow',
   t.after(() => again.close());
   assert.deepStrictEqual(await again.selectOne('SELECT count(*) AS n, max(v) AS m FROM t'), { n: 201, m: 'plaintext-marker-7d1f3c-99' });
   assert.deepStrictEqual(await again.selectOne('PRAGMA integrity_check'), { integrity_check: 'ok' });
+});
+
+test('a rekey that changed the file and then lost a reader says the new key is in effect', async (t) => {
+  // The file is moved away while open: the writer re-keys it through its open file, and the
+  // readers, reopening by path, cannot find it. The rejection read as "nothing changed", and
+  // a caller who kept the old key could not open the file again.
+  const dir = await tempDir(t);
+  const [path, moved] = [join(dir, 'k.db'), join(dir, 'moved.db')];
+  const db = await Database.open(path, { encryptionKey: KEY, readers: 2 });
+  await fill(db);
+  renameSync(path, moved);
+  const err = seen(await db.rekey('the new key').catch((e) => e));
+  assert.ok(err instanceof SqliteError, String(err));
+  assert.match(err.message, /^the database now has the new key \(rekey\(\) changed it\), but a reader connection could not reopen/);
+  assert.equal(err.code, 'SQLITE_CANTOPEN');
+  await db.execute('INSERT INTO t(v) VALUES (?)', ['after']);
+  await db.close();
+  await rejectsKey(moved, { encryptionKey: KEY });
+  const again = await Database.open(moved, { encryptionKey: 'the new key' });
+  t.after(() => again.close());
+  assert.deepEqual(await again.selectOne('SELECT count(*) AS n FROM t'), { n: 201 });
 });
 
 test('rekey(null) decrypts; rekey on a plaintext database encrypts it (and WAL stays on)', async (t) => {

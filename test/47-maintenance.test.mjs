@@ -115,3 +115,63 @@ test("the 'pragmas' open option refuses the same mode changes with a TypeError, 
   t.after(() => db.close());
   assert.deepEqual(await db.selectOne('SELECT * FROM pragma_journal_mode'), { journal_mode: 'wal' });
 });
+
+test('while a VACUUM runs, only its own BEGIN is exempt: a refused function reached by re-preparing or by a replayed trigger stays refused', async (t) => {
+  // A review found both ways in: the cached VACUUM INTO re-prepared by its step after a
+  // TEMP view changed (no schema_version change of main), and a trigger planted through
+  // writable_schema that VACUUM replays into its copy. Either ran sqlite3mc_config(), which
+  // can leave an encrypted file that neither key opens.
+  const dir = await tempDir(t);
+  const path = join(dir, 'guarded.db');
+  const db = await Database.open(path, { encryptionKey: 'k0' });
+  await db.execute('CREATE TABLE t (x)');
+  await db.execute('INSERT INTO t VALUES (1)');
+  await db.execute(`CREATE TEMP VIEW v AS SELECT '${join(dir, 'first.db')}' AS p`);
+  await db.execute('VACUUM INTO (SELECT p FROM v)');
+  await db.execute('DROP VIEW v');
+  await db.execute(`CREATE TEMP VIEW v AS SELECT '${join(dir, 'kdf-')}' || sqlite3mc_config('chacha20', 'default:kdf_iter', 1234) || '.db' AS p`);
+  await rejectsAsync(() => db.execute('VACUUM INTO (SELECT p FROM v)'), RangeError, /SQLite3 Multiple Ciphers' functions/);
+  await rejectsAsync(
+    () => db.transaction((tx) => tx.execute('VACUUM INTO (SELECT p FROM v)')),
+    RangeError,
+    /SQLite3 Multiple Ciphers' functions/,
+  );
+  await db.execute('PRAGMA writable_schema = ON');
+  await db.execute(
+    "INSERT INTO sqlite_schema VALUES ('index', 'tr', 't', 0, 'CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT sqlite3mc_config(''cipher''); END')",
+  );
+  await db.execute('PRAGMA writable_schema = RESET');
+  await rejectsAsync(() => db.execute('VACUUM'), RangeError, /SQLite3 Multiple Ciphers' functions/);
+  await db.execute("PRAGMA writable_schema = ON; DELETE FROM sqlite_schema WHERE name = 'tr'; PRAGMA writable_schema = RESET");
+  await db.rekey('k1');
+  await db.close();
+  const again = await Database.open(path, { encryptionKey: 'k1' });
+  t.after(() => again.close());
+  assert.deepEqual(await again.selectOne('SELECT count(*) AS n FROM t'), { n: 1 });
+});
+
+test("a VACUUM changes neither lastInsertRowid nor SQL's last_insert_rowid()", async (t) => {
+  // Its copy of the schema's rows (views, triggers) counted as inserts: 4 here.
+  const db = await openTemp(t);
+  await db.execute('CREATE TABLE t (id INTEGER PRIMARY KEY, x)');
+  await db.execute('CREATE VIEW v1 AS SELECT 1');
+  await db.execute('CREATE VIEW v2 AS SELECT 2');
+  await db.execute('CREATE TRIGGER tr AFTER UPDATE ON t BEGIN SELECT 1; END');
+  assert.equal((await db.execute('INSERT INTO t (x) VALUES (1)')).lastInsertRowid, 1);
+  const dir = await tempDir(t);
+  for (const [sql, params] of [['VACUUM', []], ['VACUUM INTO ?', [join(dir, 'c.db')]], ['\vVACUUM', []]]) {
+    assert.deepEqual(await db.execute(sql, params), { changes: 0, lastInsertRowid: 0, rows: [] }, JSON.stringify(sql));
+    assert.deepEqual((await db.execute('SELECT last_insert_rowid() AS r')).rows, [{ r: 1 }], JSON.stringify(sql));
+  }
+  // In a script: its own statements' changes and last insert only.
+  const out = await db.execute('INSERT INTO t (x) VALUES (2); VACUUM');
+  assert.deepEqual(out, { changes: 1, lastInsertRowid: 2, rows: [] });
+});
+
+test('VACUUM through executeBatch fails with SQLite\'s own error (a batch is one transaction)', async (t) => {
+  const db = await openTemp(t);
+  const dir = await tempDir(t);
+  const err = await db.executeBatch('VACUUM INTO ?', [[join(dir, 'b.db')]]).catch((e) => e);
+  assert.equal(err.code, 'SQLITE_ERROR');
+  assert.match(err.message, /cannot VACUUM from within a transaction/);
+});

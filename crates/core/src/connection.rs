@@ -120,12 +120,24 @@ impl Location {
             let uri = format!("file:{}", uri_escape(&file.to_string_lossy()));
             return Ok(Location { uri, temporary: Some(file) });
         }
-        if path.starts_with("file:") {
-            return Ok(Location { uri: path.to_owned(), temporary: None });
+        // Paths are made absolute once, here: connections opened later (a reader after
+        // rekey(), the inline connection at its first read) must open this file even if the
+        // process changed its working directory meanwhile.
+        if let Some(rest) = path.strip_prefix("file:") {
+            // A relative URI path (`file:data.db?mode=rwc`) gets the directory in front, as
+            // a URI path: escaped, the caller's own escapes and query kept as they are.
+            // `file:/...`, `file://host/...` and `file::memory:` are left to SQLite.
+            if rest.is_empty() || rest.starts_with(['/', ':', '?', '#']) {
+                return Ok(Location { uri: path.to_owned(), temporary: None });
+            }
+            let dir = std::env::current_dir().map_err(|e| {
+                Error::sqlite(rusqlite::ffi::SQLITE_CANTOPEN, format!("could not resolve the database path: {e}"))
+            })?;
+            let dir = uri_escape(&dir.to_string_lossy());
+            let prefix = if dir.starts_with('/') { "file://" } else { "file:" };
+            let sep = if dir.ends_with('/') { "" } else { "/" };
+            return Ok(Location { uri: format!("{prefix}{dir}{sep}{rest}"), temporary: None });
         }
-        // Made absolute once, here: connections opened later (a reader after rekey(), the
-        // inline connection at its first read) must open this file even if the process
-        // changed its working directory meanwhile.
         let absolute = std::path::absolute(path).map_err(|e| {
             Error::sqlite(rusqlite::ffi::SQLITE_CANTOPEN, format!("could not resolve the database path: {e}"))
         })?;
@@ -515,6 +527,18 @@ pub fn apply_pragma(conn: &Connection, name: &str, value: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relative_file_uris_are_made_absolute_and_keep_their_escapes_and_query() {
+        let dir = std::env::current_dir().unwrap();
+        let dir = uri_escape(&dir.to_string_lossy());
+        let loc = Location::resolve("file:a%20b.db?mode=rwc&cache=private").unwrap();
+        assert_eq!(loc.uri, format!("file://{dir}/a%20b.db?mode=rwc&cache=private"));
+        for left in ["file:/abs/x.db?mode=ro", "file:///abs/x.db", "file://localhost/x.db", "file::memory:", "file:?mode=ro"] {
+            assert_eq!(Location::resolve(left).unwrap().uri, left);
+        }
+        assert!(Location::resolve("file:x.db?mode=memory").unwrap().check_shareable().is_err());
+    }
 
     #[cfg(unix)]
     #[test]

@@ -240,7 +240,8 @@ pub(crate) fn is_blank_sql(s: &[u8]) -> bool {
 pub(crate) fn skip_blank(mut s: &[u8]) -> &[u8] {
     loop {
         match s {
-            [c, rest @ ..] if c.is_ascii_whitespace() || *c == b';' => s = rest,
+            // SQLite's white space: Rust's ASCII set and the vertical tab.
+            [c, rest @ ..] if c.is_ascii_whitespace() || *c == 0x0b || *c == b';' => s = rest,
             [b'-', b'-', rest @ ..] => {
                 s = rest.iter().position(|&c| c == b'\n').map_or(&[][..], |i| &rest[i + 1..]);
             }
@@ -270,13 +271,12 @@ fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<Ex
     }
     let mut stmt = conn.prepare_cached(sql).map_err(|e| Error::from(e).with_sql(sql))?;
     bind(&mut *stmt, params).map_err(|e| e.with_sql(sql))?;
-    let before = conn.total_changes();
-    let enc = if crate::statement_rules::is_vacuum(sql) {
-        crate::statement_rules::running_vacuum(|| returned_rows(&mut stmt))
-    } else {
-        returned_rows(&mut stmt)
+    if crate::statement_rules::is_vacuum(sql) {
+        vacuum(conn, || returned_rows(&mut stmt)).map_err(|e| e.with_sql(sql))?;
+        return Ok(ExecOutcome { changes: 0, last_insert_rowid: 0, rows: None });
     }
-    .map_err(|e| e.with_sql(sql))?;
+    let before = conn.total_changes();
+    let enc = returned_rows(&mut stmt).map_err(|e| e.with_sql(sql))?;
     let changed = conn.total_changes() != before;
     Ok(ExecOutcome {
         changes: if changed { conn.changes() } else { 0 },
@@ -290,27 +290,43 @@ fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<Ex
 /// tail pointer: the number of statements costs no stack.
 fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
     let before = conn.total_changes();
+    // Rows a VACUUM of the script inserted into its copy (not changes of the caller's).
+    let mut internal = 0;
     let mut at = 0;
     while !is_blank_sql(&sql.as_bytes()[at..]) {
         // SQLite's tail follows a `;` or ends the text: always a character boundary.
         let rest = sql.get(at..).ok_or_else(|| Error::Internal("statement tail inside a character".into()))?;
         let mut stmt = RawStatement::prepare(conn, rest).map_err(|e| e.with_sql(sql))?;
         if crate::statement_rules::is_vacuum(rest) {
-            crate::statement_rules::running_vacuum(|| stmt.run())
+            internal += vacuum(conn, || stmt.run()).map_err(|e| e.with_sql(sql))?.1;
         } else {
-            stmt.run()
+            stmt.run().map_err(|e| e.with_sql(sql))?;
         }
-        .map_err(|e| e.with_sql(sql))?;
         if stmt.tail == 0 {
             break;
         }
         at += stmt.tail;
     }
     Ok(ExecOutcome {
-        changes: conn.total_changes() - before,
+        changes: (conn.total_changes() - before).saturating_sub(internal),
         last_insert_rowid: conn.last_insert_rowid(),
         rows: None,
     })
+}
+
+/// Steps a VACUUM (`step`): the BEGIN it runs passes the statement rules, and the rows it
+/// inserts into its copy (the schema's) are neither the caller's changes nor its last insert:
+/// the connection's last rowid is put back, for `last_insert_rowid()` and `lastInsertRowid`.
+/// Returns the changes the VACUUM itself counted.
+fn vacuum<T>(conn: &Connection, step: impl FnOnce() -> Result<T>) -> Result<(T, u64)> {
+    let rowid = conn.last_insert_rowid();
+    let before = conn.total_changes();
+    let out = crate::statement_rules::running_vacuum(step);
+    let internal = conn.total_changes().saturating_sub(before);
+    // SAFETY: the handle is valid while `conn` lives, and this thread is the only one using
+    // the connection now.
+    unsafe { rusqlite::ffi::sqlite3_set_last_insert_rowid(conn.handle(), rowid) };
+    out.map(|t| (t, internal))
 }
 
 /// Parameter sets of `executeBatch`.

@@ -18,8 +18,9 @@
 //!   it with the writer through WAL; `locking_mode = EXCLUSIVE` on the writer locked them out
 //!   and, once they held their shared locks, failed every later write with SQLITE_BUSY.
 //!
-//! A VACUUM runs statements of SQLite's own while it steps (BEGIN, ATTACH, copies): once the
-//! user's VACUUM statement has passed the rule at prepare, those pass (`running_vacuum`).
+//! A VACUUM runs statements of SQLite's own while it steps, beginning with a BEGIN: while the
+//! user's VACUUM statement steps, transaction control passes (`running_vacuum`), and every
+//! other rule holds.
 
 use crate::error::{Error, Result};
 use rusqlite::{ffi, Connection};
@@ -44,8 +45,8 @@ thread_local! {
     static IN_VACUUM: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Steps a VACUUM statement (`f`), already prepared under the caller's rule: the statements
-/// SQLite prepares for it meanwhile pass.
+/// Steps a VACUUM statement (`f`), already prepared under the caller's rule: the transaction
+/// control SQLite prepares for it meanwhile passes.
 pub(crate) fn running_vacuum<T>(f: impl FnOnce() -> T) -> T {
     struct Restore(bool);
     impl Drop for Restore {
@@ -189,10 +190,14 @@ pub fn under<T>(rule: Rule, f: impl FnOnce() -> Result<T>) -> Result<T> {
 
 /// The verdict for one authorizer call; `None` allows it.
 fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>, schema: Option<&str>) -> Option<String> {
-    if rule == Rule::Internal || IN_VACUUM.try_with(Cell::get).unwrap_or(false) {
+    if rule == Rule::Internal {
         return None;
     }
     match action {
+        // The BEGIN a VACUUM runs for itself. Nothing else is exempt: whatever else is
+        // prepared while it steps (the user's own statement again, if the schema changed; a
+        // trigger VACUUM replays into its copy) is judged as always.
+        ffi::SQLITE_TRANSACTION | ffi::SQLITE_SAVEPOINT if IN_VACUUM.try_with(Cell::get).unwrap_or(false) => None,
         ffi::SQLITE_TRANSACTION | ffi::SQLITE_SAVEPOINT => Some(
             "transaction control (BEGIN, COMMIT, ROLLBACK, END, SAVEPOINT, RELEASE, ROLLBACK TO) \
              cannot be sent as SQL; use db.transaction() (nested calls make savepoints)"
@@ -356,5 +361,10 @@ mod tests {
         assert!(matches!(refused, Err(Error::Range(_))), "{refused:?}");
         under(Rule::Write, || running_vacuum(|| stmt.raw_execute().map_err(Error::from))).unwrap();
         assert!(matches!(prepare(&c, Rule::Write, "BEGIN"), Err(Error::Range(_))));
+        // Only transaction control: the other rules hold while a VACUUM steps.
+        for sql in ["PRAGMA key = 'x'", "PRAGMA kdf_iter = 1", "PRAGMA locking_mode = EXCLUSIVE", "SELECT sqlite3mc_config('cipher')"] {
+            let refused = under(Rule::Write, || running_vacuum(|| c.prepare(sql).map(drop).map_err(Error::from)));
+            assert!(matches!(refused, Err(Error::Range(_))), "{sql}: {refused:?}");
+        }
     }
 }

@@ -73,6 +73,11 @@ pub(crate) enum WriterMsg {
     Abandon(Arc<Countdown>),
 }
 
+/// What a rekey() failure says when the file was re-keyed and a reader then failed to reopen.
+const REKEY_DONE_READER_FAILED: &str =
+    "the database now has the new key (rekey() changed it), but a reader connection could not reopen \
+     with it; reads may fail until the database is reopened";
+
 /// Told about every committed transaction that changed something.
 pub trait ChangeListener: Send + Sync {
     /// After every commit of our writer (`changes` is empty while tracking is off).
@@ -524,7 +529,14 @@ impl Writer {
         if let Some(k) = &key {
             self.cipher = k.cipher;
         }
+        // The file has the new key whatever a reader says: a caller who took this failure
+        // for "nothing changed" would keep the old key and lock itself out.
         match reader_failure {
+            Some(Error::Sqlite { code, message, sql }) => Err(Error::Sqlite {
+                code,
+                message: format!("{REKEY_DONE_READER_FAILED}: {message}"),
+                sql,
+            }),
             Some(e) => Err(e),
             None => Ok(()),
         }
