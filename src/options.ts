@@ -107,7 +107,9 @@ function closest(name: string, known: readonly string[]): string | undefined {
 }
 
 export function checkKeys(what: string, value: unknown, known: readonly string[]): asserts value is Record<string, unknown> {
-  if (!isPlainObject(value)) throw new TypeError(`${what} options must be a plain object`);
+  // Any object: class instances (an aggregate's methods on a prototype) and objects of
+  // another realm are fine; null and primitives are not.
+  if (value === null || typeof value !== 'object') throw new TypeError(`${what} options must be an object`);
   for (const key of Object.keys(value)) {
     if (!known.includes(key)) {
       const hint = closest(key, known);
@@ -193,6 +195,11 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
   // missing setting must not open a plaintext database); only timeoutMs gives null a meaning.
   for (const [name, value] of Object.entries(o)) {
     if (value === null && name !== 'timeoutMs') throw new TypeError(`${name} may not be null (leave it out for the default)`);
+  }
+  // Present but undefined is a key that failed to load (`process.env.DB_KEY`), not a request
+  // for a plaintext database.
+  if ('encryptionKey' in o && o.encryptionKey === undefined) {
+    throw new TypeError('encryptionKey is undefined: leave the option out to open an unencrypted database');
   }
   const readers = o.readers ?? defaultReaders();
   if (!Number.isInteger(readers) || readers < 1 || readers > 64) {

@@ -51,7 +51,20 @@ type Listener<T> = {
   scope: AsyncResource;
   /** It has been handed an emission: a joining listener's queued first rows are then older. */
   got: boolean;
+  /** Its unsubscribe function was called (also after the stream ended and forgot it). */
+  off: boolean;
 };
+
+/** Tells a listener of an ended stream so, on a later turn of the event loop: an onError
+ * that subscribes again in reply (a retry) would otherwise be told again at once, forever,
+ * without the event loop ever turning. */
+function tellEnded<T>(listener: Listener<T>): void {
+  const onError = listener.onError;
+  if (onError === undefined) return;
+  setImmediate(() => {
+    if (!listener.off) notify(listener.scope, onError, closedError('this live query has ended'));
+  });
+}
 
 /** Calls a subscriber's callback in its own async context; an exception it throws is
  * reported there too, and keeps no other subscriber from its rows. */
@@ -142,11 +155,13 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   subscribe(onRows: (rows: T[]) => void, onError?: (err: Error) => void): () => void {
     if (typeof onRows !== 'function') throw new TypeError('subscribe() takes a callback');
     if (onError !== undefined && typeof onError !== 'function') throw new TypeError('onError must be a function');
-    const listener: Listener<T> = { onRows, onError, scope: callbackScope('quietsqlite.LiveQuery'), got: false };
+    const listener: Listener<T> = { onRows, onError, scope: callbackScope('quietsqlite.LiveQuery'), got: false, off: false };
     if (!this.#host.isOpen()) this.end();
     if (this.#ended) {
-      if (onError !== undefined) queueMicrotask(() => notify(listener.scope, onError, closedError('this live query has ended')));
-      return () => {};
+      tellEnded(listener);
+      return () => {
+        listener.off = true;
+      };
     }
     const joining = this.#live;
     this.#listeners.add(listener);
@@ -168,6 +183,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
       });
     }
     return () => {
+      listener.off = true;
       if (!this.#listeners.delete(listener)) return;
       if (this.#listeners.size === 0) pinned.delete(this as LiveQuery<unknown>);
       this.#stopIfUnused();
@@ -394,9 +410,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
       // ends now: they are told so, as subscribe() on an ended stream tells them.
       const joined = [...this.#listeners].filter((l) => !told.includes(l));
       this.end();
-      for (const l of joined) {
-        if (l.onError !== undefined) queueMicrotask(() => notify(l.scope, l.onError!, closedError('this live query has ended')));
-      }
+      for (const l of joined) tellEnded(l);
       return;
     }
     // Callbacks take every emission: ask for the next one now. Iterators ask with their next

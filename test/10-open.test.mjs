@@ -248,13 +248,30 @@ test('other options objects: null values and non-objects are TypeErrors, never s
   await rejectsAsync(() => db.execute('SELECT 1', [], null), { name: 'TypeError', message: /query options must be a plain object/ });
   assert.throws(() => db.iterate('SELECT 1', [], { rowMode: null }), { name: 'TypeError', message: /rowMode/ });
   assert.throws(() => db.iterate('SELECT 1', [], { chunkSize: null }), { name: 'TypeError', message: /chunkSize/ });
-  assert.throws(() => db.stream('SELECT 1', [], null), { name: 'TypeError', message: /stream options must be a plain object/ });
+  assert.throws(() => db.stream('SELECT 1', [], null), { name: 'TypeError', message: /stream options must be an object/ });
   await rejectsAsync(() => db.transaction(async () => {}, null), TypeError);
-  await rejectsAsync(() => db.close(null), { name: 'TypeError', message: /close options must be a plain object/ });
-  await rejectsAsync(() => db.close('force'), { name: 'TypeError', message: /close options must be a plain object/ });
+  await rejectsAsync(() => db.close(null), { name: 'TypeError', message: /close options must be an object/ });
+  await rejectsAsync(() => db.close('force'), { name: 'TypeError', message: /close options must be an object/ });
   await rejectsAsync(() => db.close({ force: 'yes' }), { name: 'TypeError', message: /force must be a boolean/ });
   // Still open after all of that.
   assert.deepEqual(await db.select('SELECT count(*) AS n FROM t'), [{ n: 0 }]);
+  // Options need not be plain objects: an aggregate's methods may sit on a prototype.
+  class Sum {
+    start = 0;
+    step(acc, x) {
+      return acc + x;
+    }
+  }
+  db.aggregate('sum_of', new Sum());
+  await db.execute('INSERT INTO t VALUES (2), (3)');
+  assert.deepEqual(await db.selectOne('SELECT sum_of(x) AS s FROM t'), { s: 5 });
+});
+
+test('encryptionKey present but undefined (a key that failed to load) is a TypeError, not a plaintext database', async (t) => {
+  const dir = await tempDir(t);
+  const path = join(dir, 'undefined-key.db');
+  await rejectsAsync(() => Database.open(path, { encryptionKey: undefined }), { name: 'TypeError', message: /^encryptionKey is undefined/ });
+  assert.equal(existsSync(path), false);
 });
 
 test('intMode is reported by the database', async (t) => {

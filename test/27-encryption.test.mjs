@@ -130,12 +130,37 @@ test('a rekey that changed the file and then lost a reader says the new key is i
   assert.ok(err instanceof SqliteError, String(err));
   assert.match(err.message, /^the database now has the new key \(rekey\(\) changed it\), but a reader connection could not reopen/);
   assert.equal(err.code, 'SQLITE_CANTOPEN');
+  // The readers that could not reopen refuse to read, rather than read with the old key.
+  await rejectsAsync(() => db.select('SELECT count(*) AS n FROM t'), SqliteError, /could not reopen the database after rekey\(\)/);
   await db.execute('INSERT INTO t(v) VALUES (?)', ['after']);
   await db.close();
   await rejectsKey(moved, { encryptionKey: KEY });
   const again = await Database.open(moved, { encryptionKey: 'the new key' });
   t.after(() => again.close());
   assert.deepEqual(await again.selectOne('SELECT count(*) AS n FROM t'), { n: 201 });
+});
+
+test('readers that could not reopen after a rekey refuse every request, never answer from an empty stand-in', async (t) => {
+  // Encrypting a plaintext database closes the readers first; one that could not reopen
+  // kept the empty in-memory connection that stood in meanwhile, and reads, diagnostics and
+  // backups "succeeded" on it: no tables, a backup of an empty database.
+  const dir = await tempDir(t);
+  const [path, moved] = [join(dir, 'p.db'), join(dir, 'moved.db')];
+  const db = await Database.open(path, { readers: 2 });
+  t.after(() => db.close());
+  await fill(db);
+  renameSync(path, moved);
+  const err = seen(await db.rekey('a key').catch((e) => e));
+  assert.ok(err instanceof SqliteError, String(err));
+  const refusal = /could not reopen the database after rekey\(\)/;
+  for (let i = 0; i < 4; i++) {
+    await rejectsAsync(() => db.select('SELECT count(*) AS n FROM sqlite_schema'), SqliteError, refusal);
+  }
+  await rejectsAsync(() => db.diagnostics(), SqliteError, refusal);
+  await rejectsAsync(() => db.backup(join(dir, 'copy.db')), SqliteError, refusal);
+  const live = db.stream('SELECT 1 AS one');
+  const liveErr = await new Promise((resolve) => live.subscribe(() => resolve('rows'), resolve));
+  assert.match(String(liveErr?.message), refusal);
 });
 
 test('rekey(null) decrypts; rekey on a plaintext database encrypts it (and WAL stays on)', async (t) => {

@@ -270,3 +270,25 @@ test('subscribing again from onError of the failure that ends the stream is told
   assert.deepEqual(heard, ['first: SQLITE_ERROR', 'again: ERR_QUIETSQLITE_CLOSED']);
   assert.equal(live.ended, true);
 });
+
+test('an onError that subscribes again on every error lets the event loop turn, and an unsubscribed listener is not told', async (t) => {
+  // The notice that the stream ended came on a microtask: a retry from onError was told
+  // again at once, forever, and no timer or I/O ever ran (200,000 errors in 2 s).
+  const db = await openMemory(t);
+  const live = db.stream('SELECT * FROM missing_table');
+  let errors = 0;
+  const retry = () => live.subscribe(() => {}, () => {
+    errors++;
+    if (errors < 100_000) retry();
+  });
+  retry();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.ok(errors >= 2 && errors < 1000, `${errors} errors before a 20 ms timer ran`);
+  errors = 100_000; // stops the retries
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  const heard = [];
+  const off = live.subscribe(() => {}, (e) => heard.push(e.code));
+  off();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.deepEqual(heard, []);
+});

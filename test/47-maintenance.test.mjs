@@ -163,9 +163,12 @@ test("a VACUUM changes neither lastInsertRowid nor SQL's last_insert_rowid()", a
     assert.deepEqual(await db.execute(sql, params), { changes: 0, lastInsertRowid: 0, rows: [] }, JSON.stringify(sql));
     assert.deepEqual((await db.execute('SELECT last_insert_rowid() AS r')).rows, [{ r: 1 }], JSON.stringify(sql));
   }
-  // In a script: its own statements' changes and last insert only.
+  // In a script: its own statements' changes and last insert only. The copied schema rows
+  // take rowids 1 to 4; one that matched the last insert counted as the script's own.
   const out = await db.execute('INSERT INTO t (x) VALUES (2); VACUUM');
   assert.deepEqual(out, { changes: 1, lastInsertRowid: 2, rows: [] });
+  assert.deepEqual(await db.execute('UPDATE t SET x = x; VACUUM'), { changes: 2, lastInsertRowid: 0, rows: [] });
+  assert.deepEqual(await db.execute('SELECT 1; VACUUM; VACUUM'), { changes: 0, lastInsertRowid: 0, rows: [] });
 });
 
 test('VACUUM through executeBatch fails with SQLite\'s own error (a batch is one transaction)', async (t) => {

@@ -68,7 +68,7 @@ impl Stops {
 }
 
 /// Runs `job` on `conn` (a reader, holding no transaction) and reports its outcome.
-pub(crate) fn run(conn: &Connection, job: BackupJob, key: Option<Arc<Key>>, stops: Stops, sink: &dyn CompletionSink) {
+pub(crate) fn run(conn: &crate::read_connection::ReadConnection, job: BackupJob, key: Option<Arc<Key>>, stops: Stops, sink: &dyn CompletionSink) {
     if let Some(t) = &stops.ticket {
         if !t.begin() {
             // Cancelled while queued: the front end has settled it; nothing is sent.
@@ -76,6 +76,8 @@ pub(crate) fn run(conn: &Connection, job: BackupJob, key: Option<Arc<Key>>, stop
         }
     }
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // A stand-in for a reader that could not reopen would copy an empty database.
+        conn.check_usable()?;
         in_read_transaction(conn, || copy(conn, &job, key.as_deref(), &stops, sink))
     }))
     .unwrap_or_else(|p| Err(Error::Internal(crate::completion::panic_message(p))));

@@ -126,8 +126,12 @@ impl Location {
         if let Some(rest) = path.strip_prefix("file:") {
             // A relative URI path (`file:data.db?mode=rwc`) gets the directory in front, as
             // a URI path: escaped, the caller's own escapes and query kept as they are.
-            // `file:/...`, `file://host/...` and `file::memory:` are left to SQLite.
-            if rest.is_empty() || rest.starts_with(['/', ':', '?', '#']) {
+            // `file:/...`, `file://host/...`, `file::memory:` and, on Windows, paths with a
+            // root or a drive (`file:C:/data/app.db`) are left to SQLite.
+            let path_part = rest.split(['?', '#']).next().unwrap_or("");
+            let rooted = Path::new(path_part).has_root()
+                || matches!(Path::new(path_part).components().next(), Some(std::path::Component::Prefix(_)));
+            if path_part.is_empty() || rooted || rest.starts_with(['/', ':']) {
                 return Ok(Location { uri: path.to_owned(), temporary: None });
             }
             let dir = std::env::current_dir().map_err(|e| {

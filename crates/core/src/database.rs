@@ -374,7 +374,10 @@ impl Database {
         };
         let sink = self.sink.clone();
         let task: reader::ReaderTask = Box::new(move |conn| {
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::diagnostics::measure(conn, base)))
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                conn.check_usable()?;
+                crate::diagnostics::measure(conn, base)
+            }))
                 .unwrap_or_else(|p| Err(Error::Internal(crate::completion::panic_message(p))));
             sink.complete(Completion { id, result: result.map(|d| Output::Diagnostics(Box::new(d))) });
         });

@@ -221,10 +221,13 @@ unsafe extern "C" fn on_preupdate(
     let state = &mut *(ctx as *mut HookState);
     // A panic must not cross into C: record conservatively instead of unwinding.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if op == ffi::SQLITE_INSERT && ffi::sqlite3_preupdate_depth(db) == 0 {
-            if key2 == state.watched_rowid {
-                state.watched_hit = true;
-            }
+        // A VACUUM's copy of the schema's rows is not the statement's own insert.
+        if op == ffi::SQLITE_INSERT
+            && ffi::sqlite3_preupdate_depth(db) == 0
+            && key2 == state.watched_rowid
+            && !crate::statement_rules::vacuum_running()
+        {
+            state.watched_hit = true;
         }
         let (schema, table) = (cstr(schema).as_bytes(), cstr(table).as_bytes());
         if !key_matches(&state.last_key, schema, table) {

@@ -419,6 +419,9 @@ impl Shared {
 
     /// None when the group went away meanwhile.
     fn query(self: &Arc<Self>, conn: &ReadConnection, gid: GroupId, sql: &str, params: &Params, need_deps: bool) -> Option<Result<EncodedRows>> {
+        if let Err(e) = conn.check_usable() {
+            return Some(Err(e));
+        }
         let mut outcome: Result<EncodedRows> = Ok(EncodedRows::default());
         if need_deps {
             let schema_before = self.lock().schema_changes;

@@ -290,15 +290,13 @@ fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<Ex
 /// tail pointer: the number of statements costs no stack.
 fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
     let before = conn.total_changes();
-    // Rows a VACUUM of the script inserted into its copy (not changes of the caller's).
-    let mut internal = 0;
     let mut at = 0;
     while !is_blank_sql(&sql.as_bytes()[at..]) {
         // SQLite's tail follows a `;` or ends the text: always a character boundary.
         let rest = sql.get(at..).ok_or_else(|| Error::Internal("statement tail inside a character".into()))?;
         let mut stmt = RawStatement::prepare(conn, rest).map_err(|e| e.with_sql(sql))?;
         if crate::statement_rules::is_vacuum(rest) {
-            internal += vacuum(conn, || stmt.run()).map_err(|e| e.with_sql(sql))?.1;
+            vacuum(conn, || stmt.run()).map_err(|e| e.with_sql(sql))?;
         } else {
             stmt.run().map_err(|e| e.with_sql(sql))?;
         }
@@ -308,25 +306,24 @@ fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
         at += stmt.tail;
     }
     Ok(ExecOutcome {
-        changes: (conn.total_changes() - before).saturating_sub(internal),
+        changes: conn.total_changes() - before,
         last_insert_rowid: conn.last_insert_rowid(),
         rows: None,
     })
 }
 
 /// Steps a VACUUM (`step`): the BEGIN it runs passes the statement rules, and the rows it
-/// inserts into its copy (the schema's) are neither the caller's changes nor its last insert:
-/// the connection's last rowid is put back, for `last_insert_rowid()` and `lastInsertRowid`.
-/// Returns the changes the VACUUM itself counted.
-fn vacuum<T>(conn: &Connection, step: impl FnOnce() -> Result<T>) -> Result<(T, u64)> {
+/// inserts into its copy (the schema's) are not the caller's last insert: the connection's
+/// last rowid is put back, for `last_insert_rowid()` and `lastInsertRowid`, and the
+/// preupdate hook does not count them (`vacuum_running`). (SQLite itself puts back the
+/// count of changes.)
+fn vacuum<T>(conn: &Connection, step: impl FnOnce() -> Result<T>) -> Result<T> {
     let rowid = conn.last_insert_rowid();
-    let before = conn.total_changes();
     let out = crate::statement_rules::running_vacuum(step);
-    let internal = conn.total_changes().saturating_sub(before);
     // SAFETY: the handle is valid while `conn` lives, and this thread is the only one using
     // the connection now.
     unsafe { rusqlite::ffi::sqlite3_set_last_insert_rowid(conn.handle(), rowid) };
-    out.map(|t| (t, internal))
+    out
 }
 
 /// Parameter sets of `executeBatch`.

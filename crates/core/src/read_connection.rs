@@ -2,7 +2,7 @@
 //! beside rusqlite's: readers, the inline connection and the writer's `tx.select` read
 //! through it (experiment 030).
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::raw_statement::RawStatement;
 use rusqlite::Connection;
 use std::cell::{Cell, RefCell};
@@ -20,6 +20,8 @@ pub struct ReadConnection {
     /// Prepared on the first `hold_snapshot`; stepped (not reset) while a snapshot is held.
     snapshot: RefCell<Option<RawStatement>>,
     holding: Cell<bool>,
+    /// Why this connection must not serve anything (see `unusable`): its code and message.
+    refused: Option<(i32, String)>,
     conn: Connection,
 }
 
@@ -36,7 +38,32 @@ impl ReadConnection {
             statements: RefCell::new(StatementCache::new(capacity)),
             snapshot: RefCell::new(None),
             holding: Cell::new(false),
+            refused: None,
             conn,
+        }
+    }
+
+    /// A stand-in for a connection that could not be reopened (after a rekey): an empty
+    /// private database, which every caller must refuse to use (`check_usable`). Reads from
+    /// it would succeed, on nothing: `sqlite_schema` empty, a backup of an empty database.
+    pub(crate) fn unusable(why: &Error) -> Result<Self> {
+        let (code, detail) = match why {
+            Error::Sqlite { code, message, .. } => (*code, message.clone()),
+            other => (rusqlite::ffi::SQLITE_CANTOPEN, other.to_string()),
+        };
+        let mut conn = ReadConnection::new(Connection::open_in_memory()?, 0);
+        conn.refused = Some((
+            code,
+            format!("this reader connection could not reopen the database after rekey() ({detail}); close and reopen the database"),
+        ));
+        Ok(conn)
+    }
+
+    /// Fails when this connection is an `unusable` stand-in.
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        match &self.refused {
+            None => Ok(()),
+            Some((code, message)) => Err(Error::sqlite(*code, message.clone())),
         }
     }
 

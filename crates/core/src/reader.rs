@@ -126,6 +126,17 @@ impl RekeyGate {
             },
             Err(e) => Some(e),
         });
+        if let Some(e) = &failure {
+            // Neither the stand-in nor a connection with the old key may serve anything now:
+            // every request on this reader fails, saying why, until the database reopens.
+            match ReadConnection::unusable(e) {
+                Ok(refusing) => *conn = refusing,
+                Err(open_failed) => {
+                    let mut st = self.lock();
+                    st.failure.get_or_insert(open_failed);
+                }
+            }
+        }
         let mut st = self.lock();
         st.done += 1;
         if st.failure.is_none() {
@@ -273,7 +284,7 @@ pub(crate) fn run(
                         continue;
                     }
                 };
-                let panicked = catch_unwind(AssertUnwindSafe(|| match catalog.sync(&conn) {
+                let panicked = catch_unwind(AssertUnwindSafe(|| match conn.check_usable().and_then(|()| catalog.sync(&conn)) {
                     Ok(()) => crate::iterate::serve(&conn, &q, &sink, || running.stopped()),
                     // A function or extension that failed to apply fails the iterator.
                     Err(e) => {
@@ -331,6 +342,7 @@ fn serve_read(
         }
     };
     let result = catch_unwind(AssertUnwindSafe(|| {
+        conn.check_usable()?;
         catalog.sync_with(conn, || conn.release_snapshot())?;
         query::read(conn, &job.sql, &job.params, job.format).map(Output::Read)
     }))

@@ -58,6 +58,11 @@ pub(crate) fn running_vacuum<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// A VACUUM is stepping on this thread (for the preupdate hook, which runs inside it).
+pub(crate) fn vacuum_running() -> bool {
+    IN_VACUUM.try_with(Cell::get).unwrap_or(false)
+}
+
 /// True when `sql` (one statement) is a VACUUM: its first word, after blanks and comments.
 pub(crate) fn is_vacuum(sql: &str) -> bool {
     let s = crate::query::skip_blank(sql.as_bytes());
@@ -197,7 +202,7 @@ fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>, sc
         // The BEGIN a VACUUM runs for itself. Nothing else is exempt: whatever else is
         // prepared while it steps (the user's own statement again, if the schema changed; a
         // trigger VACUUM replays into its copy) is judged as always.
-        ffi::SQLITE_TRANSACTION | ffi::SQLITE_SAVEPOINT if IN_VACUUM.try_with(Cell::get).unwrap_or(false) => None,
+        ffi::SQLITE_TRANSACTION | ffi::SQLITE_SAVEPOINT if vacuum_running() => None,
         ffi::SQLITE_TRANSACTION | ffi::SQLITE_SAVEPOINT => Some(
             "transaction control (BEGIN, COMMIT, ROLLBACK, END, SAVEPOINT, RELEASE, ROLLBACK TO) \
              cannot be sent as SQL; use db.transaction() (nested calls make savepoints)"

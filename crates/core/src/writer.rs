@@ -76,7 +76,7 @@ pub(crate) enum WriterMsg {
 /// What a rekey() failure says when the file was re-keyed and a reader then failed to reopen.
 const REKEY_DONE_READER_FAILED: &str =
     "the database now has the new key (rekey() changed it), but a reader connection could not reopen \
-     with it; reads may fail until the database is reopened";
+     with it; reads on that reader fail until the database is reopened";
 
 /// Told about every committed transaction that changed something.
 pub trait ChangeListener: Send + Sync {
@@ -525,6 +525,9 @@ impl Writer {
         }
         let reader_failure = gate.release(reopen, self.reader_count);
         outcome?;
+        // The file's pages were rewritten unless it stays plaintext (rekey(null) on a plain
+        // database changes nothing).
+        let rewritten = key.is_some() || self.encrypted;
         self.encrypted = key.is_some();
         if let Some(k) = &key {
             self.cipher = k.cipher;
@@ -532,11 +535,13 @@ impl Writer {
         // The file has the new key whatever a reader says: a caller who took this failure
         // for "nothing changed" would keep the old key and lock itself out.
         match reader_failure {
-            Some(Error::Sqlite { code, message, sql }) => Err(Error::Sqlite {
-                code,
-                message: format!("{REKEY_DONE_READER_FAILED}: {message}"),
-                sql,
-            }),
+            Some(e) if rewritten => {
+                let (code, message) = match e {
+                    Error::Sqlite { code, message, .. } => (code, message),
+                    other => (rusqlite::ffi::SQLITE_CANTOPEN, other.to_string()),
+                };
+                Err(Error::sqlite(code, format!("{REKEY_DONE_READER_FAILED}: {message}")))
+            }
             Some(e) => Err(e),
             None => Ok(()),
         }
