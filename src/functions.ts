@@ -68,8 +68,13 @@ function isAsyncFunction(f: unknown): boolean {
 }
 
 function messageOf(err: unknown): string {
-  if (err instanceof Error) return err.message;
+  // Anything may throw here (a Proxy, a `message` getter) or not be text: the message is
+  // only for the native side's error, the thrown value itself is what the caller gets.
   try {
+    if (err instanceof Error) {
+      const m: unknown = err.message;
+      return typeof m === 'string' ? m : String(m);
+    }
     return String(err);
   } catch {
     return 'a user-defined function threw a value that has no text';
@@ -111,6 +116,8 @@ export class Functions {
   readonly #defs: Definition[] = [];
   /** Aggregate accumulators, by the native side's number for one group. */
   readonly #accumulators = new Map<number, unknown>();
+  /** Groups whose step or inverse threw: their final call must not run `result`. */
+  readonly #failed = new Set<number>();
 
   constructor(native: NativeDatabase, intMode: IntMode) {
     this.#native = native;
@@ -149,8 +156,10 @@ export class Functions {
     this.#defs.push(def);
   }
 
+  // User callbacks are called with `this` undefined (as documented), never on the
+  // definition object, which they could otherwise change.
   #start(def: Definition): unknown {
-    return typeof def.start === 'function' ? (def.start as AnyFunction)() : def.start;
+    return typeof def.start === 'function' ? Reflect.apply(def.start as AnyFunction, undefined, []) : def.start;
   }
 
   #accumulator(def: Definition, state: number): unknown {
@@ -180,25 +189,31 @@ export class Functions {
       let out: unknown;
       switch (op) {
         case FUNCTION_OP_SCALAR:
-          out = def.fn!(...args);
+          out = Reflect.apply(def.fn!, undefined, args);
           break;
         case FUNCTION_OP_STEP:
         case FUNCTION_OP_INVERSE: {
           const acc = this.#accumulator(def, state);
-          const next = (op === FUNCTION_OP_STEP ? def.step! : def.inverse!)(acc, ...args);
+          const next = Reflect.apply(op === FUNCTION_OP_STEP ? def.step! : def.inverse!, undefined, [acc, ...args]);
           this.#check(def, next);
           this.#accumulators.set(state, next === undefined ? acc : next);
           return null;
         }
         case FUNCTION_OP_VALUE: {
           const acc = this.#accumulator(def, state);
-          out = def.result === undefined ? acc : def.result(acc);
+          out = def.result === undefined ? acc : Reflect.apply(def.result, undefined, [acc]);
           break;
         }
         case FUNCTION_OP_FINAL: {
+          // SQLite ends a group whose step threw too (the statement has failed): its result
+          // is not asked for, and could only replace the step's error with its own.
+          if (this.#failed.delete(state)) {
+            this.#accumulators.delete(state);
+            return null;
+          }
           const acc = state === 0 ? this.#start(def) : this.#accumulator(def, state);
           this.#accumulators.delete(state);
-          out = def.result === undefined ? acc : def.result(acc);
+          out = def.result === undefined ? acc : Reflect.apply(def.result, undefined, [acc]);
           break;
         }
         default:
@@ -208,6 +223,7 @@ export class Functions {
       return out;
     } catch (err) {
       if (op === FUNCTION_OP_FINAL) this.#accumulators.delete(state);
+      else if (op === FUNCTION_OP_STEP || op === FUNCTION_OP_INVERSE) this.#failed.add(state);
       throw { token: keepThrown(err), message: messageOf(err) };
     }
   }

@@ -256,7 +256,10 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
 /** Extension paths: non-empty strings without NUL (the loader names a file that fails). */
 function checkExtensions(v: unknown): string[] {
   if (!Array.isArray(v)) throw new TypeError('extensions must be an array of paths (strings)');
-  return v.map((p: unknown, i) => checkExtensionPath(p, `extensions[${i}]`));
+  // Indexed, not map(): map() skips the holes of a sparse array, which reached the addon.
+  const paths: string[] = [];
+  for (let i = 0; i < v.length; i++) paths.push(checkExtensionPath(v[i], `extensions[${i}]`));
+  return paths;
 }
 
 export function checkExtensionPath(p: unknown, what: string): string {

@@ -375,3 +375,46 @@ test('a Worker terminated while the writer waits for its function frees the writ
   await db.execute('INSERT INTO t(v) VALUES (1)');
   assert.deepEqual(await db.selectOne('SELECT count(*) AS n FROM t'), { n: 1 });
 });
+
+test('a review: callbacks get this === undefined; an Error whose message is not text; no result() after a failed step', async () => {
+  const db = await fresh({ readers: 1 });
+  // `this` was the definition object, whose fn a callback could replace.
+  const seen = [];
+  db.function('who', function () {
+    seen.push(this);
+    return 1;
+  });
+  await db.select('SELECT who() AS x');
+  assert.deepEqual(seen, [undefined]);
+  // An Error with a message that is not a string (or a getter that throws) came back as a
+  // false ERR_QUIETSQLITE_CLOSED; the caller gets the very value thrown.
+  const odd = new Error('x');
+  Object.defineProperty(odd, 'message', { value: 42 });
+  const getter = new Error('y');
+  Object.defineProperty(getter, 'message', { get() { throw new Error('no'); } });
+  for (const thrown of [odd, getter]) {
+    db.function('odd', () => {
+      throw thrown;
+    });
+    assert.equal(await db.select('SELECT odd() AS x').catch((e) => e), thrown);
+    assert.equal(await db.execute('SELECT odd() AS x').catch((e) => e), thrown);
+  }
+  // A step that throws fails the statement with its own error; result() is not called for
+  // that group (it ran during SQLite's cleanup, and its error replaced the step's).
+  const results = [];
+  const boom = new Error('step boom');
+  db.aggregate('fragile', {
+    start: 0,
+    step: (acc, x) => {
+      if (x === 3) throw boom;
+      return acc + x;
+    },
+    result: (acc) => {
+      results.push(acc);
+      throw new Error('result boom');
+    },
+  });
+  assert.equal(await db.select(`${COUNT_TO(5)}SELECT fragile(x) AS s FROM c`).catch((e) => e), boom);
+  assert.deepEqual(results, []);
+  await db.close();
+});

@@ -79,3 +79,17 @@ test("SQL's load_extension() stays refused, with and without extensions", async 
     await assert.rejects(db.execute(sql, [EXT]), /not authorized/);
   }
 });
+
+test('a review: a FIFO or a directory as the extension is refused at once (a FIFO hung the writer and process.exit); a sparse list is a TypeError', async () => {
+  const { execFileSync } = await import('node:child_process');
+  const fifo = join(tmp.dir, 'pipe.so');
+  execFileSync('mkfifo', [fifo]);
+  const db = await tmp.open();
+  for (const path of [fifo, join(tmp.dir, 'pipe'), tmp.dir]) {
+    await assert.rejects(db.loadExtension(path), (e) => e instanceof RangeError && /is not a regular file/.test(e.message));
+  }
+  await assert.rejects(tmp.open(undefined, { extensions: [fifo] }), (e) => e instanceof RangeError && /is not a regular file/.test(e.message));
+  await assert.rejects(tmp.open(undefined, { extensions: new Array(2) }), (e) => e instanceof TypeError && /extensions\[0\]/.test(e.message));
+  assert.deepEqual(await db.select('SELECT 1 AS ok'), [{ ok: 1 }]);
+  await db.close();
+});

@@ -26,6 +26,7 @@ impl Extension {
 
     /// Loads the extension into `conn`. The error names the file and says what SQLite said.
     pub fn load(&self, conn: &Connection) -> Result<()> {
+        self.check_files()?;
         let path = CString::new(self.path.as_str()).map_err(|_| Error::Type("an extension path may not contain NUL".into()))?;
         let entry = match &self.entry_point {
             Some(e) => Some(CString::new(e.as_str()).map_err(|_| Error::Type("an extension entry point may not contain NUL".into()))?),
@@ -63,6 +64,32 @@ impl Extension {
     }
 }
 
+impl Extension {
+    /// The files SQLite will try (the path, then the path with the platform's suffix) must
+    /// be regular files where they exist: the loader opens a FIFO and waits on it forever,
+    /// holding a process-wide lock that even `process.exit()` then waits for.
+    fn check_files(&self) -> Result<()> {
+        let suffix = if cfg!(windows) {
+            ".dll"
+        } else if cfg!(target_os = "macos") {
+            ".dylib"
+        } else {
+            ".so"
+        };
+        for candidate in [self.path.clone(), format!("{}{suffix}", self.path)] {
+            if let Ok(meta) = std::fs::metadata(&candidate) {
+                if !meta.is_file() {
+                    return Err(Error::Range(format!(
+                        "could not load the extension '{}': '{candidate}' is not a regular file",
+                        self.path
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Turns extension loading through the C API on or off (never the SQL function).
 ///
 /// # Safety
@@ -75,6 +102,30 @@ unsafe fn set_c_api(db: *mut ffi::sqlite3, on: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_a_directory_is_refused_before_the_loader_sees_it() {
+        let dir = std::env::temp_dir().join(format!("quietsqlite-ext-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("pipe");
+        let _ = std::fs::remove_file(&fifo);
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let conn = Connection::open_in_memory().unwrap();
+        for path in [fifo.to_string_lossy().into_owned(), dir.to_string_lossy().into_owned()] {
+            match Extension::new(path.clone(), None).unwrap().load(&conn) {
+                Err(Error::Range(m)) => assert!(m.contains("is not a regular file"), "{m}"),
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+        // `pipe` names no file, but `pipe.so` is what the loader tries next.
+        std::fs::remove_file(&fifo).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(dir.join("pipe.so")).status().unwrap();
+        assert!(made.success());
+        assert!(matches!(Extension::new(fifo.to_string_lossy().into_owned(), None).unwrap().load(&conn), Err(Error::Range(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_missing_file_fails_clearly_and_sql_cannot_load() {
