@@ -44,7 +44,7 @@ import {
 import { LiveQuery, type LiveHost, type StreamOptions } from './stream';
 import type { Diagnostics, NativeDiagnostics } from './diagnostics';
 import { TransactionHandle } from './transaction-handle';
-import { Statement, statementId, type StatementHost } from './statement';
+import { newStatement, Statement, statementId, type StatementHost } from './statement';
 import { Functions, type AggregateOptions, type FunctionOptions } from './functions';
 
 /** Entry points only an addon built with the `test-hooks` feature has (`npm test`). */
@@ -850,7 +850,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
     } catch (err) {
       throw fromNativeThrow(err);
     }
-    return new Statement(this, sql, id);
+    return newStatement(this, sql, id);
   }
 
   /** @internal Prepares (never runs) `stmt` where its calls run: inside a transaction body on

@@ -45,14 +45,20 @@ function wellFormed(x: string): string {
   return s.isWellFormed() ? x : s.toWellFormed();
 }
 
-/** A Buffer over exactly the bytes of an ArrayBuffer view (no copy). */
+/** A Buffer over exactly the bytes of an ArrayBuffer view (no copy). A view of a detached
+ * buffer has no bytes: an empty BLOB, as `execute` binds it. */
 function viewBytes(x: ArrayBufferView): Buffer {
   const dv = x instanceof DataView;
+  const length = (dv ? DV_LENGTH : TA_LENGTH).call(x) as number;
+  if (length === 0) return Buffer.alloc(0);
   const buffer = (dv ? DV_BUFFER : TA_BUFFER).call(x) as ArrayBuffer;
   const offset = (dv ? DV_OFFSET : TA_OFFSET).call(x) as number;
-  const length = (dv ? DV_LENGTH : TA_LENGTH).call(x) as number;
   return Buffer.from(buffer, offset, length);
 }
+
+/** TEXT the packed path joins into one string at most (UTF-16 units): V8's strings end near
+ * 2^29; larger batches take the per-value path, which has no such total. */
+const PACKED_TEXT_MAX = 1 << 28;
 
 const INT64_MIN = -9223372036854775808;
 const INT64_LIMIT = 9223372036854775808;
@@ -68,9 +74,15 @@ function unsupported(where: string, v: unknown): TypeError {
  * per-value path). Throws TypeError/RangeError for a value that cannot be bound. */
 export function packParamSets(sets: readonly unknown[]): PackedSets | undefined {
   let total = 0;
+  // Each set and its length are read once: a set that grew while its values were read (a
+  // getter pushing to it) shifted its extra values into the next sets.
+  const taken: unknown[][] = new Array(sets.length);
+  const setLens = new Uint32Array(sets.length);
   for (let i = 0; i < sets.length; i++) {
     const s = sets[i];
     if (!Array.isArray(s)) return undefined;
+    taken[i] = s;
+    setLens[i] = s.length;
     // A sparse set may claim 2^32-1 values: refused before anything is sized by it.
     if (s.length > MAX_PARAMETERS) {
       throw new RangeError(
@@ -79,17 +91,17 @@ export function packParamSets(sets: readonly unknown[]): PackedSets | undefined 
     }
     total += s.length;
   }
-  const setLens = new Uint32Array(sets.length);
   const tags = new Uint8Array(total);
   const nums = new Float64Array(total);
   const texts: string[] = [];
   const bigs: bigint[] = [];
   const blobs: Buffer[] = [];
   let v = 0;
-  for (let i = 0; i < sets.length; i++) {
-    const set = sets[i] as unknown[];
-    setLens[i] = set.length;
-    for (let j = 0; j < set.length; j++, v++) {
+  let textUnits = 0;
+  for (let i = 0; i < taken.length; i++) {
+    const set = taken[i]!;
+    const n = setLens[i]!;
+    for (let j = 0; j < n; j++, v++) {
       const x = set[j];
       switch (typeof x) {
         case 'number':
@@ -104,6 +116,8 @@ export function packParamSets(sets: readonly unknown[]): PackedSets | undefined 
           // `execute` converts it): joined raw, a lone surrogate at a value's edge could pair
           // with its neighbour's and shift every later value. U+FFFD keeps the UTF-16 length.
           texts.push(wellFormed(x));
+          textUnits += x.length;
+          if (textUnits > PACKED_TEXT_MAX) return undefined;
           break;
         case 'boolean':
           tags[v] = PACKED_INTEGER;
@@ -145,13 +159,21 @@ export function packParamSets(sets: readonly unknown[]): PackedSets | undefined 
  */
 export function paramsAsOfNow(params: unknown): unknown {
   if (params === undefined || params === null || typeof params !== 'object') return params;
-  // A view of a detached buffer has no bytes: an empty BLOB, as the other methods bind it.
-  const copy = (v: unknown): unknown =>
-    ArrayBuffer.isView(v) ? (v.byteLength === 0 ? Buffer.alloc(0) : Buffer.from(new Uint8Array(v.buffer, v.byteOffset, v.byteLength))) : v;
-  if (Array.isArray(params)) return params.map(copy);
-  // Anything but a plain object is refused by the conversion later: left as it is for that.
-  const proto = Object.getPrototypeOf(params);
-  if (proto !== Object.prototype && proto !== null) return params;
+  // The bytes of a view, read with the engine's own getters (as `execute` reads them, not
+  // properties the object may shadow), copied.
+  const copy = (v: unknown): unknown => (ArrayBuffer.isView(v) ? Buffer.from(viewBytes(v)) : v);
+  if (Array.isArray(params)) {
+    // Checked before anything is sized by it: a sparse array may claim 2^32-1 elements
+    // (copying those blocked the event loop for minutes).
+    if (params.length > MAX_PARAMETERS) {
+      throw new RangeError(`params has ${params.length} elements; a statement takes at most ${MAX_PARAMETERS} parameters`);
+    }
+    const out: unknown[] = new Array(params.length);
+    for (let i = 0; i < params.length; i++) out[i] = copy(params[i]);
+    return out;
+  }
+  // Any other object is read now, its own enumerable keys as the conversion reads them (a
+  // class instance left as it was bound the values it had at the first next()).
   const out: Record<string, unknown> = {};
   for (const key of Object.keys(params)) out[key] = copy((params as Record<string, unknown>)[key]);
   return out;

@@ -53,6 +53,19 @@ export let statementId: (stmt: Statement, host: StatementHost) => number;
  * A prepared statement (`db.prepare(sql)`): call it many times; each call behaves exactly as
  * the same method of the database given the statement's SQL.
  */
+/** Set by `newStatement` for the one construction it makes. */
+let constructing = false;
+
+/** @internal How the database makes a statement (the constructor refuses anyone else). */
+export function newStatement(host: StatementHost, sql: string, id: number): Statement {
+  constructing = true;
+  try {
+    return new Statement(host, sql, id);
+  } finally {
+    constructing = false;
+  }
+}
+
 export class Statement {
   readonly #host: StatementHost;
   readonly #sql: string;
@@ -72,6 +85,10 @@ export class Statement {
 
   /** @internal Use `db.prepare(sql)`. */
   constructor(host: StatementHost, sql: string, id: number) {
+    // The class is exported (for instanceof): one made by hand had an unchecked id, sent as
+    // SQL text, and its collection threw from the finalizer and ended the process.
+    if (!constructing) throw new TypeError('Statement cannot be constructed directly; use db.prepare(sql)');
+    constructing = false;
     this.#host = host;
     this.#sql = sql;
     this.#id = id;

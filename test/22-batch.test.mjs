@@ -65,3 +65,22 @@ test('an empty batch changes nothing and resolves', async (t) => {
   await db.execute('CREATE TABLE t(a)');
   assert.deepStrictEqual(await db.executeBatch('INSERT INTO t VALUES (?)', []), { changes: 0 });
 });
+
+test('a review: arrays for named parameters are refused as in execute(); a set that grows while read shifts nothing; detached views bind empty', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE p (a, b, c)');
+  // `(:b, :a)` given [1, 2] was stored as b=1, a=2, silently.
+  await rejectsAsync(() => db.executeBatch('INSERT INTO p (b, a) VALUES (:b, :a)', [[1, 2]]), RangeError, /named parameter ':b': pass an object/);
+  assert.deepEqual(await db.executeBatch('INSERT INTO p (b, a) VALUES (:b, :a)', []), { changes: 0 });
+  assert.deepEqual(await db.select('SELECT count(*) AS n FROM p'), [{ n: 0 }]);
+  // A getter that pushes onto its own set while the sets are read.
+  const first = [1, 10];
+  Object.defineProperty(first, 2, { enumerable: true, configurable: true, get() { first.push('stray'); return 20; } });
+  await db.executeBatch('INSERT INTO p VALUES (?, ?, ?)', [first, [2, 30, 40]]);
+  assert.deepEqual(await db.select('SELECT a, b, c FROM p ORDER BY rowid', [], { rowMode: 'array' }), [[1, 10, 20], [2, 30, 40]]);
+  // A view of a detached buffer is an empty BLOB, as execute() binds it.
+  const view = new Uint8Array(new ArrayBuffer(4));
+  structuredClone(view.buffer, { transfer: [view.buffer] });
+  await db.executeBatch('INSERT INTO p VALUES (?, 0, 0)', [[view]]);
+  assert.deepEqual(await db.selectOne('SELECT length(a) AS n, typeof(a) AS t FROM p WHERE b = 0'), { n: 0, t: 'blob' });
+});

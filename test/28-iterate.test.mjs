@@ -80,6 +80,26 @@ test('iterate binds its parameters as they were when it was called, as select do
   assert.deepEqual(await collect(byName), [{ x: 4 }]);
   // Values the conversion refuses are still refused, by the first next().
   await assert.rejects(db.iterate('SELECT ?', [new Date()]).next(), TypeError);
+  // A review: a class instance was read only at the first next(); a view's own `buffer` or
+  // `byteLength` property chose the bytes (select() reads the engine's); a sparse array of
+  // 2^32-1 elements was copied element by element before any check (minutes).
+  class Named {
+    x = 4;
+  }
+  const instance = new Named();
+  const byInstance = db.iterate('SELECT x FROM t WHERE x = :x', instance);
+  instance.x = 6;
+  assert.deepEqual(await collect(byInstance), [{ x: 4 }]);
+  const shadowed = new Uint8Array([1, 2, 3, 4]);
+  Object.defineProperty(shadowed, 'buffer', { value: new Uint8Array([9, 9, 9, 9]).buffer });
+  Object.defineProperty(shadowed, 'byteLength', { value: 1 });
+  assert.deepEqual(await collect(db.iterate('SELECT hex(?) AS h', [shadowed])), await db.select('SELECT hex(?) AS h', [shadowed]));
+  assert.deepEqual(await collect(db.iterate('SELECT hex(?) AS h', [shadowed])), [{ h: '01020304' }]);
+  const sparse = [];
+  sparse.length = 2 ** 32 - 1;
+  const t0 = performance.now();
+  assert.throws(() => db.iterate('SELECT ?', sparse), RangeError);
+  assert.ok(performance.now() - t0 < 1000, 'refused at once');
   await db.close();
 });
 

@@ -380,3 +380,12 @@ test('a statement object that is garbage-collected frees its native side', async
   assert.deepEqual(one, [{ one: 1 }]);
   assert.deepEqual(counts, [0, 121, 1, 0]);
 });
+
+test('a review: the exported Statement class cannot be constructed by hand (an unchecked id ran as SQL, and its collection ended the process)', async (t) => {
+  const { Statement } = await import('../dist/index.mjs');
+  const db = await openMemory(t);
+  const made = db.prepare('SELECT 1 AS one');
+  assert.ok(made instanceof Statement);
+  assert.throws(() => new Statement(db, 'SELECT 1', 'DELETE FROM t'), { name: 'TypeError', message: /use db.prepare/ });
+  assert.deepEqual(await made.selectOne(), { one: 1 });
+});

@@ -40,6 +40,16 @@ fn value_ref(v: &Value) -> ValueRef<'_> {
     }
 }
 
+/// Values given by position (an array) bind only `?` and `?NNN` parameters: a named one
+/// would take whichever value sits at its index. (`bind_refs` leaves this to its caller,
+/// which checks once per statement.)
+pub(crate) fn refuse_named<S: Parameters + ?Sized>(stmt: &S, expected: usize) -> Result<()> {
+    match (1..=expected).find_map(|i| stmt.parameter_name(i).filter(|n| !n.starts_with('?')).map(str::to_owned)) {
+        Some(name) => Err(Error::Range(format!("the statement uses named parameter '{name}': pass an object, not an array"))),
+        None => Ok(()),
+    }
+}
+
 pub fn bind<S: Parameters + ?Sized>(stmt: &mut S, params: &Params) -> Result<()> {
     let expected = stmt.parameter_count();
     match params {
@@ -57,13 +67,7 @@ pub fn bind<S: Parameters + ?Sized>(stmt: &mut S, params: &Params) -> Result<()>
                     values.len()
                 )));
             }
-            if let Some(name) = (1..=expected).find_map(|i| {
-                stmt.parameter_name(i).filter(|n| !n.starts_with('?')).map(str::to_owned)
-            }) {
-                return Err(Error::Range(format!(
-                    "the statement uses named parameter '{name}': pass an object, not an array"
-                )));
-            }
+            refuse_named(stmt, expected)?;
             for (i, v) in values.iter().enumerate() {
                 stmt.bind_value(i + 1, value_ref(v))?;
             }

@@ -396,10 +396,19 @@ fn run_sets(conn: &Connection, sql: &str, sets: &BatchSets) -> Result<u64> {
                 run(i, &mut stmt, bound)?;
             }
         }
-        BatchSets::Packed(packed) => packed.for_each_set(|i, values| {
-            let bound = crate::bind::bind_refs(&mut *stmt, values);
-            run(i, &mut stmt, bound)
-        })?,
+        BatchSets::Packed(packed) => {
+            // Packed sets are arrays: `:b, :a` bound by position swapped the values silently.
+            if !packed.set_lens.is_empty() {
+                crate::bind::refuse_named(&*stmt, stmt.parameter_count()).map_err(|e| match e {
+                    Error::Range(m) => Error::Range(format!("parameter set 0: {m}")),
+                    other => other,
+                })?;
+            }
+            packed.for_each_set(|i, values| {
+                let bound = crate::bind::bind_refs(&mut *stmt, values);
+                run(i, &mut stmt, bound)
+            })?
+        }
     }
     Ok(changes)
 }
