@@ -253,3 +253,31 @@ test('with a user function registered, reads go to the readers (a function calls
   assert.deepEqual(await db.selectOne('SELECT 2 AS x'), { x: 2 });
   assert.deepEqual(await counts(db), { reads: 1, fallbacks: 0 });
 });
+
+test('a parameter getter that closes or re-keys the database during an inline read: no panic, every call settles, the database closes', async () => {
+  // The inline connection was borrowed while the parameters were converted; close() and
+  // rekey() from a getter panicked ("RefCell already borrowed"), and the database could
+  // never be closed (its threads stayed).
+  for (const act of ['close', 'force', 'rekey']) {
+    const db = await tmp.open(undefined, { inlineReads: true, readers: 1 });
+    await db.execute('CREATE TABLE t(x)');
+    await db.execute('INSERT INTO t VALUES (1)');
+    assert.deepEqual(await db.select('SELECT x FROM t WHERE x = ?', [1]), [{ x: 1 }]);
+    let side;
+    const params = {
+      get x() {
+        side = act === 'rekey' ? db.rekey('k') : db.close(act === 'force' ? { force: true } : undefined);
+        return 1;
+      },
+    };
+    const read = await db.select('SELECT x FROM t WHERE x = :x', params).then((v) => ({ v }), (e) => ({ e }));
+    const sideOutcome = await side.then(() => 'ok', (e) => e);
+    assert.notEqual(read.e?.code, 'ERR_QUIETSQLITE_INTERNAL', `${act}: ${read.e?.message}`);
+    assert.equal(sideOutcome, 'ok', `${act}: ${sideOutcome?.message}`);
+    if (act === 'rekey') {
+      assert.deepEqual(await db.select('SELECT x FROM t'), [{ x: 1 }]);
+      await db.close();
+    }
+    assert.equal(db.isOpen, false);
+  }
+});

@@ -100,6 +100,9 @@ pub struct InlineReader {
     open: Option<Open>,
     skips: HashMap<String, u32>,
     shut: bool,
+    /// Counts closes: a read that let JavaScript run (its parameters' getters) and finds
+    /// another count afterwards must not go on (a rekey or close happened meanwhile).
+    closes: u64,
 }
 
 /// Gives the connection its inline page cache once (see INLINE_CACHE_KIB).
@@ -121,18 +124,25 @@ fn same_key(a: &Option<Arc<Key>>, b: &Option<Arc<Key>>) -> bool {
 
 impl InlineReader {
     pub(crate) fn new(location: Location, opts: OpenOptions, key: KeySlot, budget: Duration, counts: Arc<InlineCounts>) -> Self {
-        InlineReader { location, opts, key, budget, counts, open: None, skips: HashMap::new(), shut: false }
+        InlineReader { location, opts, key, budget, counts, open: None, skips: HashMap::new(), shut: false, closes: 0 }
     }
 
     /// Closes the connection; the next read reopens it (a rekey is about to change the file).
     pub fn close_connection(&mut self) {
         self.open = None;
+        self.closes += 1;
     }
 
     /// Closes the connection for good (the database is closing).
     pub fn shut(&mut self) {
         self.open = None;
         self.shut = true;
+        self.closes += 1;
+    }
+
+    /// How many times the connection was closed (see `closes`).
+    pub fn closes(&self) -> u64 {
+        self.closes
     }
 
     /// Is a connection open now (tests)?

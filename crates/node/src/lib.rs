@@ -764,18 +764,26 @@ impl DatabaseState {
     ) -> Result<Option<Unknown<'static>>> {
         guard(&env, || {
             let format = read_format(format);
-            // Not re-entrant (nothing here calls JS); a nested call just declines.
-            let Ok(mut slot) = self.inline.try_borrow_mut() else { return Ok(None) };
-            let Some(inline) = slot.as_mut() else { return Ok(None) };
-            if self.db.is_closed() {
-                return Ok(None);
-            }
+            // The connection is not borrowed while the parameters are converted: their getters
+            // are JavaScript, which may close the database or rekey it (both take the
+            // connection; a borrow held here made them panic). A nested read just declines.
             let sql = self.sql_of(&env, sql)?;
-            if !inline.wants(&sql, format) {
-                return Ok(None);
-            }
+            let closes = {
+                let Ok(mut slot) = self.inline.try_borrow_mut() else { return Ok(None) };
+                let Some(inline) = slot.as_mut() else { return Ok(None) };
+                if self.db.is_closed() || !inline.wants(&sql, format) {
+                    return Ok(None);
+                }
+                inline.closes()
+            };
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            let Ok(mut slot) = self.inline.try_borrow_mut() else { return Ok(None) };
+            let Some(inline) = slot.as_mut() else { return Ok(None) };
+            // Closed or re-keyed by a getter: the reader path decides (and reports it).
+            if self.db.is_closed() || inline.closes() != closes {
+                return Ok(None);
+            }
             let out = match inline.run(&sql, &params, format) {
                 Ok(Inline::Done(out)) => out,
                 Ok(Inline::OverBudget | Inline::NotEligible) | Err(_) => return Ok(None),
