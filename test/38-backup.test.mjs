@@ -392,3 +392,43 @@ test('a read-only database backs up and serializes', async (t) => {
   t.after(() => copy.close());
   assert.equal((await copy.selectOne('SELECT count(*) AS n FROM t')).n, 20);
 });
+
+test('a backup that fails to take the destination\'s place leaves the destination whole, its WAL included', async (t) => {
+  // The destination's -wal was deleted before the final rename: when the rename failed, the
+  // commits in that WAL were gone. (And a directory as destination lost an unrelated
+  // file named like its WAL.)
+  const { copyFileSync, mkdirSync } = await import('node:fs');
+  const { spawnSync } = await import('node:child_process');
+  const dir = await tempDir(t);
+  const [origin, dest] = [join(dir, 'origin.db'), join(dir, 'dest.db')];
+  const a = await Database.open(origin, { checkpoints: 'external' });
+  await a.execute('CREATE TABLE kept (x)');
+  await a.execute("INSERT INTO kept VALUES ('in the WAL')");
+  copyFileSync(origin, dest);
+  copyFileSync(`${origin}-wal`, `${dest}-wal`);
+  await a.close();
+  const src = await Database.open(join(dir, 'src.db'));
+  t.after(() => src.close());
+  await src.execute('CREATE TABLE other (y)');
+  // An immutable destination makes the rename fail (root can still set the attribute).
+  const locked = spawnSync('chattr', ['+i', dest]);
+  if (locked.status !== 0) {
+    t.skip(`chattr +i is not available here: ${String(locked.stderr).trim()}`);
+    return;
+  }
+  try {
+    await rejectsAsync(() => src.backup(dest), SqliteError);
+  } finally {
+    spawnSync('chattr', ['-i', dest]);
+  }
+  assert.ok(existsSync(`${dest}-wal`), 'the WAL is still there');
+  const back = await Database.open(dest, { readonly: true });
+  assert.deepEqual(await back.select('SELECT x FROM kept'), [{ x: 'in the WAL' }]);
+  await back.close();
+  // A directory as destination: refused, and nothing named like its WAL is touched.
+  const sub = join(dir, 'sub');
+  mkdirSync(sub);
+  writeFileSync(`${sub}-wal`, 'unrelated');
+  await rejectsAsync(() => src.backup(sub), SqliteError, /directory/);
+  assert.equal(readFileSync(`${sub}-wal`, 'utf8'), 'unrelated');
+});

@@ -295,15 +295,41 @@ fn copy_into(
 fn publish(file: &Path, dest: &Path) -> Result<()> {
     let io = |e: std::io::Error| Error::sqlite(ffi::SQLITE_IOERR, format!("could not finish the backup file: {e}"));
     std::fs::File::open(file).and_then(|f| f.sync_all()).map_err(io)?;
+    if dest.is_dir() {
+        return Err(Error::sqlite(ffi::SQLITE_CANTOPEN, "could not finish the backup file: the destination is a directory"));
+    }
+    // A WAL or rollback journal left by the old destination would be applied to the new
+    // file when it opens: they go, but only once the new file is in place. Until then they
+    // are set aside, and put back if the rename fails, so that a failed backup leaves the
+    // destination as it was (deleting them first lost the commits in its WAL).
+    let aside = crate::connection::unpredictable_name();
+    let mut moved: Vec<(std::ffi::OsString, std::ffi::OsString)> = Vec::new();
+    let restore = |moved: &[(std::ffi::OsString, std::ffi::OsString)]| {
+        for (from, to) in moved.iter().rev() {
+            let _ = std::fs::rename(to, from);
+        }
+    };
     for suffix in ["-wal", "-journal"] {
         let mut p = dest.as_os_str().to_owned();
         p.push(suffix);
-        match std::fs::remove_file(&p) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
-            _ => {}
+        let mut q = p.clone();
+        q.push(format!(".{aside}"));
+        match std::fs::rename(&p, &q) {
+            Ok(()) => moved.push((p, q)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                restore(&moved);
+                return Err(io(e));
+            }
         }
     }
-    std::fs::rename(file, dest).map_err(io)?;
+    if let Err(e) = std::fs::rename(file, dest) {
+        restore(&moved);
+        return Err(io(e));
+    }
+    for (_, q) in &moved {
+        let _ = std::fs::remove_file(q);
+    }
     // The rename itself becomes durable with the directory.
     if let Some(dir) = dest.parent().filter(|d| !d.as_os_str().is_empty()) {
         if let Ok(d) = std::fs::File::open(dir) {
