@@ -93,6 +93,13 @@ const collected = new FinalizationRegistry<{ host: LiveHost; id: number; holds: 
   },
 );
 
+/** A stream's abort listener holds it weakly: a long-lived signal (a server's shutdown
+ * signal) kept every stream made with it, and its last rows, alive until it aborted. A
+ * stream collected before then takes its listener off the signal. */
+const abortListeners = new FinalizationRegistry<{ signal: AbortSignal; listener: () => void }>(({ signal, listener }) =>
+  signal.removeEventListener('abort', listener),
+);
+
 /** A live query: `for await (const rows of live)`, or `live.subscribe(onRows, onError)`. */
 export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   readonly #host: LiveHost;
@@ -112,7 +119,8 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   #ended = false;
   readonly #listeners = new Set<Listener<T>>();
   readonly #iterators = new Set<IteratorState<T>>();
-  readonly #onAbort = (): void => this.end();
+  /** Ends this stream when its signal aborts; reaches it weakly (see `abortListeners`). */
+  readonly #onAbort: () => void;
 
   /** @internal use db.stream() */
   constructor(host: LiveHost, sql: string, params: unknown, options: StreamOptions | undefined) {
@@ -130,7 +138,12 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     this.#maxDelayMs = maxDelayMs;
     this.#signal = signal;
     if (signal?.aborted) this.#ended = true;
-    else signal?.addEventListener('abort', this.#onAbort, { once: true });
+    const ref = new WeakRef(this as LiveQuery<unknown>);
+    this.#onAbort = () => ref.deref()?.end();
+    if (signal !== undefined && !this.#ended) {
+      signal.addEventListener('abort', this.#onAbort, { once: true });
+      abortListeners.register(this, { signal, listener: this.#onAbort }, this);
+    }
   }
 
   /** The rows of the last emission, or undefined before the first. */
@@ -167,6 +180,12 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     this.#listeners.add(listener);
     pinned.add(this as LiveQuery<unknown>);
     this.#start();
+    if (this.#ended) {
+      tellEnded(listener);
+      return () => {
+        listener.off = true;
+      };
+    }
     // Callbacks take every emission: if an iterator left the last one unacknowledged (it
     // paused, or its loop ended with an error), ask for the next one now, or this callback
     // would wait for that iterator.
@@ -212,6 +231,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
           const joining = this.#live;
           this.#iterators.add(state);
           this.#start();
+          if (this.#ended) return Promise.resolve({ done: true, value: undefined });
           if (joining) return Promise.resolve({ done: false, value: this.#current! });
         }
         // Someone awaits the next rows: that keeps the process alive, as a read would.
@@ -257,6 +277,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     if (this.#ended) return;
     this.#ended = true;
     this.#signal?.removeEventListener('abort', this.#onAbort);
+    abortListeners.unregister(this);
     this.#unsubscribe();
     pinned.delete(this as LiveQuery<unknown>);
     this.#listeners.clear();
@@ -281,6 +302,17 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
       host.requests.subscribers.delete(id);
       const e = fromNativeThrow(err);
       queueMicrotask(() => this.#fail(e, true));
+      return;
+    }
+    if (this.#ended) {
+      // Ended by JavaScript the conversion ran (a parameter getter that closed the database
+      // or ended the stream): nothing will ever be delivered to this subscription.
+      host.requests.subscribers.delete(id);
+      try {
+        host.native.unsubscribe(id);
+      } catch {
+        // the database is gone: nothing to unsubscribe from
+      }
       return;
     }
     this.#subscription = id;

@@ -433,3 +433,52 @@ test('a read-only database follows a view that another connection redefines', as
   await emissionWhere(rec, (r) => r[0].n === 3, 1000, 'a write to the view\'s new table');
   rec.unsubscribe();
 });
+
+test('a parameter getter that closes the database while a stream starts: next() is done, onError is told', async (t) => {
+  // The stream registered after close() had ended every subscription: its next() never
+  // settled, and a callback heard nothing.
+  for (const consumer of ['iterator', 'callback']) {
+    const dir = await tempDir(t);
+    const db = await Database.open(join(dir, 'g.db'));
+    await db.execute('CREATE TABLE t (x)');
+    let closing;
+    const live = db.stream('SELECT count(*) AS n FROM t WHERE x IS NOT :x', {
+      get x() {
+        closing ??= db.close();
+        return 1;
+      },
+    });
+    let outcome;
+    if (consumer === 'iterator') {
+      outcome = await Promise.race([live[Symbol.asyncIterator]().next(), new Promise((r) => setTimeout(() => r('hung'), 2000))]);
+      assert.deepEqual(outcome, { done: true, value: undefined });
+    } else {
+      outcome = await Promise.race([new Promise((r) => live.subscribe(() => r('rows'), (e) => r(e.code))), new Promise((r) => setTimeout(() => r('hung'), 2000))]);
+      assert.equal(outcome, 'ERR_QUIETSQLITE_CLOSED');
+    }
+    await closing;
+    assert.equal(live.ended, true);
+  }
+});
+
+test('streams made with a long-lived signal are collected once nobody reads them; their abort listeners go too', async (t) => {
+  const { getEventListeners } = await import('node:events');
+  const { collectGarbage } = await import('./fixtures/helpers.mjs');
+  const db = await openTemp(t);
+  await db.execute('CREATE TABLE t (x)');
+  const signal = new AbortController().signal;
+  // In a function of its own: nothing of this frame may keep the last stream.
+  const readOnceAndLeave = async () => {
+    const it = db.stream('SELECT count(*) AS n FROM t', [], { signal })[Symbol.asyncIterator]();
+    await it.next();
+    await it.return();
+  };
+  for (let i = 0; i < 50; i++) await readOnceAndLeave();
+  assert.equal(getEventListeners(signal, 'abort').length, 50);
+  // Finalization callbacks run on later turns of the event loop.
+  for (let i = 0; i < 20 && getEventListeners(signal, 'abort').length > 0; i++) {
+    await collectGarbage();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.equal(getEventListeners(signal, 'abort').length, 0);
+});
