@@ -93,3 +93,21 @@ test('a review: a FIFO or a directory as the extension is refused at once (a FIF
   assert.deepEqual(await db.select('SELECT 1 AS ok'), [{ ok: 1 }]);
   await db.close();
 });
+
+test('a function and an extension that define the same name: the later one, on the writer and on every reader alike', async () => {
+  // Readers applied every extension before every function, the writer in call order: the
+  // same SQL answered 'js' on the readers and the extension's value on the writer.
+  const db = await tmp.open(undefined, { readers: 3 });
+  db.function('testExtensionFunction', () => 'js', { varargs: true });
+  await db.loadExtension(EXT);
+  const sql = 'SELECT testExtensionFunction(1, 2) AS v';
+  const onReaders = await Promise.all(Array.from({ length: 12 }, () => db.selectOne(sql)));
+  const onWriter = (await db.execute(sql)).rows[0];
+  assert.deepEqual(onWriter, { v: 2 });
+  for (const r of onReaders) assert.deepEqual(r, onWriter);
+  // And a function defined after the extension replaces it everywhere.
+  db.function('testExtensionFunction', () => 'js again', { varargs: true });
+  const later = await Promise.all(Array.from({ length: 12 }, () => db.selectOne(sql)));
+  for (const r of [...later, (await db.execute(sql)).rows[0]]) assert.deepEqual(r, { v: 'js again' });
+  await db.close();
+});

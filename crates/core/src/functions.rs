@@ -145,10 +145,12 @@ impl<T: Clone> Log<T> {
         Log { items: Mutex::new(Vec::new()), len: AtomicUsize::new(0) }
     }
 
-    fn push(&self, item: T) {
+    /// Appends `item`; returns its index.
+    fn push(&self, item: T) -> usize {
         let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
         items.push(item);
         self.len.store(items.len(), Ordering::Release);
+        items.len() - 1
     }
 
     fn len(&self) -> usize {
@@ -162,29 +164,40 @@ impl<T: Clone> Log<T> {
     }
 }
 
-/// The functions and extensions of one database (shared by its connections).
+/// A function or an extension, in the order they were added.
+#[derive(Clone)]
+enum Entry {
+    Function(Arc<Definition>),
+    Extension(Arc<Extension>),
+}
+
+/// The functions and extensions of one database (shared by its connections), in one log:
+/// every connection applies them in the order they were added, so a name that both a
+/// function and an extension define means the later one everywhere. (With a log each, the
+/// readers applied every extension before every function and the writer in call order:
+/// the same SQL gave one result on the writer and another on the readers.)
 pub struct Catalog {
-    functions: Log<Arc<Definition>>,
-    extensions: Log<Arc<Extension>>,
+    entries: Log<Entry>,
+    functions: AtomicUsize,
 }
 
 impl Default for Catalog {
     fn default() -> Self {
-        Catalog { functions: Log::new(), extensions: Log::new() }
+        Catalog { entries: Log::new(), functions: AtomicUsize::new(0) }
     }
 }
 
 impl std::fmt::Debug for Catalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Catalog({} functions, {} extensions)", self.functions.len(), self.extensions.len())
+        let functions = self.functions.load(Ordering::Acquire);
+        write!(f, "Catalog({functions} functions, {} extensions)", self.entries.len() - functions)
     }
 }
 
-/// What one connection has applied (its client data).
+/// What one connection has applied (its client data): the first `applied` entries.
 #[derive(Default)]
 struct Applied {
-    functions: usize,
-    extensions: usize,
+    applied: usize,
 }
 
 const CLIENT_DATA_KEY: &std::ffi::CStr = c"quietsqlite.catalog";
@@ -220,7 +233,8 @@ impl Catalog {
     /// Adds a function for every connection (each applies it before its next job).
     pub fn add_function(&self, def: Definition) -> Result<()> {
         def.check()?;
-        self.functions.push(Arc::new(def));
+        self.functions.fetch_add(1, Ordering::AcqRel);
+        self.entries.push(Entry::Function(Arc::new(def)));
         Ok(())
     }
 
@@ -230,28 +244,35 @@ impl Catalog {
     pub fn load_extension(&self, conn: &Connection, ext: Extension) -> Result<()> {
         self.sync(conn)?;
         ext.load(conn)?;
-        self.extensions.push(Arc::new(ext));
-        with_applied(conn, |done| done.extensions = self.extensions.len())?;
+        let at = self.entries.push(Entry::Extension(Arc::new(ext)));
+        // Counted as applied here unless a function was added between the sync and the push
+        // (from the JS thread): the next sync then applies both in order (loading this
+        // extension once more, after that function, as the readers will).
+        with_applied(conn, |done| {
+            if done.applied == at {
+                done.applied = at + 1;
+            }
+        })?;
         Ok(())
     }
 
     /// An extension for connections not open yet (`extensions` at open).
     pub fn add_extension(&self, ext: Extension) {
-        self.extensions.push(Arc::new(ext));
+        self.entries.push(Entry::Extension(Arc::new(ext)));
     }
 
     pub fn has_functions(&self) -> bool {
-        self.functions.len() > 0
+        self.functions.load(Ordering::Acquire) > 0
     }
 
-    /// No function and no extension (two atomic loads).
+    /// No function and no extension (one atomic load).
     pub fn is_empty(&self) -> bool {
-        self.functions.len() == 0 && self.extensions.len() == 0
+        self.entries.len() == 0
     }
 
-    /// Applies to `conn` what was added since it last looked: extensions first (in order),
-    /// then functions (in order, so a later definition of a name replaces an earlier one).
-    /// Costs two atomic loads when nothing changed.
+    /// Applies to `conn` what was added since it last looked, in the order it was added (a
+    /// later definition of a name replaces an earlier one, whichever kind each is). Costs an
+    /// atomic load when nothing changed.
     pub fn sync(&self, conn: &Connection) -> Result<()> {
         self.sync_with(conn, || {})
     }
@@ -261,26 +282,22 @@ impl Catalog {
     /// active). Decided on the same counts as the applying, so an addition made meanwhile
     /// by another thread cannot slip between the two.
     pub(crate) fn sync_with(&self, conn: &Connection, before_applying: impl FnOnce()) -> Result<()> {
-        let (nf, ne) = (self.functions.len(), self.extensions.len());
-        if nf == 0 && ne == 0 {
+        let n = self.entries.len();
+        if n == 0 {
             return Ok(());
         }
         with_applied(conn, |done| -> Result<()> {
-            if done.extensions < ne || done.functions < nf {
-                before_applying();
+            if done.applied >= n {
+                return Ok(());
             }
-            if done.extensions < ne {
-                for ext in self.extensions.since(done.extensions) {
-                    // Counted even when it fails: the job reports the failure once, and the
-                    // connection does not retry it before every job.
-                    done.extensions += 1;
-                    ext.load(conn)?;
-                }
-            }
-            if done.functions < nf {
-                for def in self.functions.since(done.functions) {
-                    done.functions += 1;
-                    def.install(conn)?;
+            before_applying();
+            for entry in self.entries.since(done.applied) {
+                // Counted even when it fails: the job reports the failure once, and the
+                // connection does not retry it before every job.
+                done.applied += 1;
+                match entry {
+                    Entry::Extension(ext) => ext.load(conn)?,
+                    Entry::Function(def) => def.install(conn)?,
                 }
             }
             Ok(())
