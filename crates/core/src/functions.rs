@@ -489,7 +489,7 @@ mod tests {
         assert_eq!(e, Error::Thrown { message: "no text here".into(), token: 7 });
         // Nothing new: a sync is a no-op, and the record survives.
         catalog.sync(&conn).unwrap();
-        assert_eq!(with_applied(&conn, |a| a.functions).unwrap(), 2);
+        assert_eq!(with_applied(&conn, |a| a.applied).unwrap(), 2);
         assert!(catalog.add_function(def("", Kind::Scalar, 3, &fake)).is_err());
     }
 }
