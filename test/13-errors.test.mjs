@@ -298,3 +298,22 @@ test('many failing calls in flight at once all reject, and the database stays us
   });
   await assertUsable(db);
 });
+
+test('a key that is not a plain name is not repeated in a message; a NUL in a key is said to be in a key', async (t) => {
+  // A review: 'password=hunter2' and a 100,000-character key were echoed whole, and a NUL in a
+  // key was reported as "SQL text contains a NUL byte".
+  const db = await openMemory(t);
+  for (const key of ['password=hunter2', 'k'.repeat(100_000)]) {
+    const err = await db.select('SELECT :a AS a', { a: 1, [key]: 2 }).catch((e) => e);
+    assert.ok(err instanceof RangeError, String(err));
+    assert.ok(!err.message.includes(key.slice(0, 20)), err.message.slice(0, 200));
+    assert.ok(err.message.length < 300, `${err.message.length} characters`);
+    const typed = await db.select('SELECT 1', { [key]: {} }).catch((e) => e);
+    assert.ok(typed instanceof TypeError && !typed.message.includes(key.slice(0, 20)), typed.message.slice(0, 200));
+  }
+  const nul = await db.select('SELECT :a AS a', { 'a\0b': 1 }).catch((e) => e);
+  assert.ok(nul instanceof RangeError, String(nul));
+  assert.match(nul.message, /a key of params contains a NUL character/);
+  // Plain names are still named, as documented.
+  await rejectsAsync(() => db.select('SELECT :a AS a', { nmae: 1 }), RangeError, /unknown named parameter 'nmae'/);
+});

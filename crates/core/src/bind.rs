@@ -75,13 +75,18 @@ pub fn bind<S: Parameters + ?Sized>(stmt: &mut S, params: &Params) -> Result<()>
         Params::Named(pairs) => {
             let mut bound = vec![false; expected + 1];
             for (key, v) in pairs {
-                let index = find_named(stmt, key)?
-                    .ok_or_else(|| Error::Range(format!("unknown named parameter '{key}'")))?;
+                if key.contains('\0') {
+                    return Err(Error::Range("a key of params contains a NUL character: it names no parameter".into()));
+                }
+                let index = find_named(stmt, key)?.ok_or_else(|| {
+                    Error::Range(format!("unknown named parameter {}", crate::error::shown_name(key)))
+                })?;
                 if bound[index] {
                     // `{a: 1, ':a': 2}`: two keys for one parameter; neither may win silently.
                     let n = stmt.parameter_name(index).unwrap_or("?");
                     return Err(Error::Range(format!(
-                        "named parameter '{n}' is given twice (key '{key}' names it again)"
+                        "named parameter '{n}' is given twice (key {} names it again)",
+                        crate::error::shown_name(key)
                     )));
                 }
                 bound[index] = true;

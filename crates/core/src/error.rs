@@ -237,6 +237,22 @@ pub fn code_name(code: i32) -> String {
     }
 }
 
+/// Short, and made of the characters of parameter names (`shown_name`).
+pub fn is_plain_name(name: &str) -> bool {
+    name.chars().count() <= 64 && name.chars().all(|c| c.is_alphanumeric() || "_$:@?".contains(c))
+}
+
+/// A parameter name or key as an error message shows it: quoted when it is short and made
+/// of name characters, otherwise only its length. A key is the caller's data: it may be
+/// long (a 100,000-character key was echoed whole) or carry text that is not a name.
+pub fn shown_name(name: &str) -> String {
+    if is_plain_name(name) {
+        format!("'{name}'")
+    } else {
+        format!("(a name of {} characters, not shown)", name.chars().count())
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -244,7 +244,13 @@ pub unsafe fn to_params(env: sys::napi_env, v: sys::napi_value, label: &str) -> 
         let mut item = ptr::null_mut();
         ok(sys::napi_get_property(env, v, key, &mut item))?;
         let name = get_string(env, key, &|| format!("a key of {label}"))?;
-        let value = to_value(env, item, &|| format!("{label}.{name}"))?;
+        let value = to_value(env, item, &|| {
+            if quietsqlite_core::error::is_plain_name(&name) {
+                format!("{label}.{name}")
+            } else {
+                format!("{label} key {}", quietsqlite_core::error::shown_name(&name))
+            }
+        })?;
         pairs.push((name, value));
     }
     Ok(Params::Named(pairs))
