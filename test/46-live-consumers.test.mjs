@@ -283,7 +283,8 @@ test('an onError that subscribes again on every error lets the event loop turn, 
   });
   retry();
   await new Promise((resolve) => setTimeout(resolve, 20));
-  assert.ok(errors >= 2 && errors < 1000, `${errors} errors before a 20 ms timer ran`);
+  // The timer ran while the retries went on (on microtasks it ran only after all of them).
+  assert.ok(errors >= 2 && errors < 100_000, `${errors} errors before a 20 ms timer ran`);
   errors = 100_000; // stops the retries
   await new Promise((resolve) => setTimeout(resolve, 20));
   const heard = [];
