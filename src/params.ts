@@ -49,7 +49,13 @@ function wellFormed(x: string): string {
  * buffer has no bytes: an empty BLOB, as `execute` binds it. */
 function viewBytes(x: ArrayBufferView): Buffer {
   const dv = x instanceof DataView;
-  const length = (dv ? DV_LENGTH : TA_LENGTH).call(x) as number;
+  let length: number;
+  try {
+    length = (dv ? DV_LENGTH : TA_LENGTH).call(x) as number;
+  } catch {
+    // DataView's getter throws on a detached buffer (a typed array's answers 0).
+    return Buffer.alloc(0);
+  }
   if (length === 0) return Buffer.alloc(0);
   const buffer = (dv ? DV_BUFFER : TA_BUFFER).call(x) as ArrayBuffer;
   const offset = (dv ? DV_OFFSET : TA_OFFSET).call(x) as number;
@@ -158,7 +164,8 @@ export function packParamSets(sets: readonly unknown[]): PackedSets | undefined 
  * it, so that changing them after the call changes nothing, as for every other method.
  */
 export function paramsAsOfNow(params: unknown): unknown {
-  if (params === undefined || params === null || typeof params !== 'object') return params;
+  // A lone view is refused by the conversion later, with select()'s message.
+  if (params === undefined || params === null || typeof params !== 'object' || ArrayBuffer.isView(params)) return params;
   // The bytes of a view, read with the engine's own getters (as `execute` reads them, not
   // properties the object may shadow), copied.
   const copy = (v: unknown): unknown => (ArrayBuffer.isView(v) ? Buffer.from(viewBytes(v)) : v);

@@ -80,7 +80,8 @@ function callGuarded<A>(callback: (arg: A) => void, arg: A): void {
   }
 }
 
-/** Callback subscriptions keep their stream alive until they unsubscribe. */
+/** Callback subscriptions keep their stream alive until they unsubscribe, and iterators
+ * while a next() waits. */
 const pinned = new Set<LiveQuery<unknown>>();
 
 /** A stream nobody references any more (an abandoned iterator) is unsubscribed natively. */
@@ -117,6 +118,8 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
    * we do, and meanwhile keeps only its newest result for us. */
   #unacked = false;
   #ended = false;
+  /** next() calls waiting for rows, over every iterator. */
+  #waiting = 0;
   readonly #listeners = new Set<Listener<T>>();
   readonly #iterators = new Set<IteratorState<T>>();
   /** Ends this stream when its signal aborts; reaches it weakly (see `abortListeners`). */
@@ -204,7 +207,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     return () => {
       listener.off = true;
       if (!this.#listeners.delete(listener)) return;
-      if (this.#listeners.size === 0) pinned.delete(this as LiveQuery<unknown>);
+      this.#unpinIfIdle();
       this.#stopIfUnused();
     };
   }
@@ -234,13 +237,20 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
           if (this.#ended) return Promise.resolve({ done: true, value: undefined });
           if (joining) return Promise.resolve({ done: false, value: this.#current! });
         }
-        // Someone awaits the next rows: that keeps the process alive, as a read would.
+        // Someone awaits the next rows: that keeps the process alive, as a read would. With a
+        // signal it also keeps this stream reachable: a suspended for-await loop is reachable
+        // only through the resolver kept here, and an abort must still end it. (Without one,
+        // a loop nobody references can never be ended by anyone, and is let go: test/42.)
         this.#host.requests.hold();
         this.#holds.n++;
+        this.#waiting++;
+        if (this.#signal !== undefined) pinned.add(this as LiveQuery<unknown>);
         const promise = new Promise<IteratorResult<T[]>>((resolve, reject) => {
           const settle = (): void => {
             this.#holds.n--;
             this.#host.requests.release();
+            this.#waiting--;
+            this.#unpinIfIdle();
           };
           state.waiters.push({
             resolve: (r) => {
@@ -263,6 +273,13 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
         return Promise.resolve({ done: true, value: undefined });
       },
     };
+  }
+
+  /** Pinned while a callback is subscribed, or a next() waits on a stream with a signal. */
+  #unpinIfIdle(): void {
+    if (this.#listeners.size === 0 && (this.#waiting === 0 || this.#signal === undefined)) {
+      pinned.delete(this as LiveQuery<unknown>);
+    }
   }
 
   #detach(state: IteratorState<T>): void {

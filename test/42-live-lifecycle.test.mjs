@@ -482,3 +482,34 @@ test('streams made with a long-lived signal are collected once nobody reads them
   }
   assert.equal(getEventListeners(signal, 'abort').length, 0);
 });
+
+test('a for-await loop over a stream with a signal, referenced by nothing else, still ends when the signal aborts', async (t) => {
+  // A review of the weak abort listener: the waiting loop and its stream were collected
+  // together, and the abort never ended the loop (its finally never ran).
+  const { collectGarbage } = await import('./fixtures/helpers.mjs');
+  const db = await openTemp(t);
+  await db.execute('CREATE TABLE t (x)');
+  const ac = new AbortController();
+  const seen = [];
+  let firstRows;
+  const first = new Promise((resolve) => (firstRows = resolve));
+  (async () => {
+    try {
+      for await (const rows of db.stream('SELECT count(*) AS n FROM t', [], { signal: ac.signal })) {
+        seen.push(rows[0].n);
+        firstRows();
+      }
+      seen.push('ended');
+    } finally {
+      seen.push('finally');
+    }
+  })();
+  await first;
+  for (let i = 0; i < 3; i++) {
+    await collectGarbage();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  ac.abort();
+  for (let i = 0; i < 100 && !seen.includes('finally'); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.deepEqual(seen, [0, 'ended', 'finally']);
+});

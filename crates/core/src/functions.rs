@@ -190,7 +190,7 @@ impl Default for Catalog {
 impl std::fmt::Debug for Catalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let functions = self.functions.load(Ordering::Acquire);
-        write!(f, "Catalog({functions} functions, {} extensions)", self.entries.len() - functions)
+        write!(f, "Catalog({functions} functions, {} extensions)", self.entries.len().saturating_sub(functions))
     }
 }
 
