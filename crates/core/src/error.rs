@@ -30,6 +30,15 @@ impl Error {
         Error::Sqlite { code, message: message.into(), sql: None }
     }
 
+    /// Its SQLite code and message, for an error reported again inside another one (a
+    /// reader that could not reopen); `code` for the kinds SQLite did not raise.
+    pub fn code_and_message(&self, code: i32) -> (i32, String) {
+        match self {
+            Error::Sqlite { code, message, .. } => (*code, message.clone()),
+            other => (code, other.to_string()),
+        }
+    }
+
     /// Attaches the SQL text to a SQLite error that does not carry one yet.
     pub fn with_sql(self, text: &str) -> Self {
         match self {

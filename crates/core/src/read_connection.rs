@@ -20,7 +20,7 @@ pub struct ReadConnection {
     /// Prepared on the first `hold_snapshot`; stepped (not reset) while a snapshot is held.
     snapshot: RefCell<Option<RawStatement>>,
     holding: Cell<bool>,
-    /// Why this connection must not serve anything (see `unusable`): its code and message.
+    /// Why this connection must not serve anything (see `refuse`): its code and message.
     refused: Option<(i32, String)>,
     conn: Connection,
 }
@@ -43,23 +43,19 @@ impl ReadConnection {
         }
     }
 
-    /// A stand-in for a connection that could not be reopened (after a rekey): an empty
-    /// private database, which every caller must refuse to use (`check_usable`). Reads from
-    /// it would succeed, on nothing: `sqlite_schema` empty, a backup of an empty database.
-    pub(crate) fn unusable(why: &Error) -> Result<Self> {
-        let (code, detail) = match why {
-            Error::Sqlite { code, message, .. } => (*code, message.clone()),
-            other => (rusqlite::ffi::SQLITE_CANTOPEN, other.to_string()),
-        };
-        let mut conn = ReadConnection::new(Connection::open_in_memory()?, 0);
-        conn.refused = Some((
+    /// Marks this connection as one that must serve nothing: a reader that could not reopen
+    /// after a rekey holds either the empty stand-in it closed into or its connection with
+    /// the old key, and reads from either would succeed on the wrong database (no tables, a
+    /// backup of an empty file). Every caller checks `check_usable` first.
+    pub(crate) fn refuse(&mut self, why: &Error) {
+        let (code, detail) = why.code_and_message(rusqlite::ffi::SQLITE_CANTOPEN);
+        self.refused = Some((
             code,
             format!("this reader connection could not reopen the database after rekey() ({detail}); close and reopen the database"),
         ));
-        Ok(conn)
     }
 
-    /// Fails when this connection is an `unusable` stand-in.
+    /// Fails when this connection was refused (`refuse`).
     pub(crate) fn check_usable(&self) -> Result<()> {
         match &self.refused {
             None => Ok(()),

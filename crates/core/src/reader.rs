@@ -129,13 +129,7 @@ impl RekeyGate {
         if let Some(e) = &failure {
             // Neither the stand-in nor a connection with the old key may serve anything now:
             // every request on this reader fails, saying why, until the database reopens.
-            match ReadConnection::unusable(e) {
-                Ok(refusing) => *conn = refusing,
-                Err(open_failed) => {
-                    let mut st = self.lock();
-                    st.failure.get_or_insert(open_failed);
-                }
-            }
+            conn.refuse(e);
         }
         let mut st = self.lock();
         st.done += 1;

@@ -536,10 +536,7 @@ impl Writer {
         // for "nothing changed" would keep the old key and lock itself out.
         match reader_failure {
             Some(e) if rewritten => {
-                let (code, message) = match e {
-                    Error::Sqlite { code, message, .. } => (code, message),
-                    other => (rusqlite::ffi::SQLITE_CANTOPEN, other.to_string()),
-                };
+                let (code, message) = e.code_and_message(rusqlite::ffi::SQLITE_CANTOPEN);
                 Err(Error::sqlite(code, format!("{REKEY_DONE_READER_FAILED}: {message}")))
             }
             Some(e) => Err(e),
