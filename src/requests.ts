@@ -4,6 +4,7 @@
 // be collected; it holds a WeakRef, and the database is pinned only while work is in flight.
 
 import { availableParallelism } from 'node:os';
+import { setImmediate } from 'node:timers';
 import { closedError, errorFromNative, lostResultError, type NativeErrorDetail } from './errors';
 import { binding, type NativeDatabase } from './native';
 import { convertInteger, decodeRows, decodeRowsIn, type IntMode, type RowMode } from './rows';
@@ -96,12 +97,6 @@ export interface Subscriber {
   end(): void;
 }
 
-/** Microtasks between the last completion and letting go of the event loop: enough for an
- * await through a few async functions to send the next request first (a loop of awaited
- * queries needs 3, a transaction's body and its commit up to 12). A chain stops at the first
- * hop that sees a request in flight, so a busy loop pays only the hops it uses (015). */
-const IDLE_HOPS = 16;
-
 /** How long the JS thread polls for the completion of a request it has just sent, once the
  * microtasks queued after the send have run: taking a fast result this way costs less than
  * sleeping in the event loop and being woken for it (experiment 019). 0 on a single CPU,
@@ -166,9 +161,8 @@ export class Requests {
   private inflight = 0;
   /** The addon's reference keeping the event loop alive is held (see settleIdle). */
   private busy = false;
-  /** A settleIdle chain is queued; `idleHops` microtasks are left before it lets go. */
+  /** A settleIdle is queued. */
   private settling = false;
-  private idleHops = 0;
   /** A poll chain is queued (see POLL_MICROS); `pollHops` microtasks are left before it polls. */
   private polling = false;
   private pollHops = 0;
@@ -330,27 +324,20 @@ export class Requests {
     if (--this.inflight === 0) this.idleSoon();
   }
 
-  /** Nothing is in flight: lets go of the event loop a few microtasks later (IDLE_HOPS),
-   * so code that awaits a result through a few async layers and then sends the next
-   * request keeps it held instead of paying two native calls per request (experiment 015). */
+  /** Nothing is in flight: lets go of the event loop in the event loop's next check phase,
+   * so code that awaits a result through any number of async layers and then sends the next
+   * request keeps it held instead of paying two native calls per request (experiment 015),
+   * and an awaited loop pays one immediate per turn of the event loop, not microtasks per
+   * request (experiment 056). */
   private idleSoon(): void {
-    this.idleHops = IDLE_HOPS;
     if (this.settling) return;
     this.settling = true;
-    nextMicrotask(this.settleIdle);
+    afterThisTurn(this.settleIdle);
   }
 
   private readonly settleIdle = (): void => {
-    if (this.inflight !== 0 || !this.busy) {
-      this.settling = false;
-      return;
-    }
-    if (--this.idleHops > 0) {
-      nextMicrotask(this.settleIdle);
-      return;
-    }
     this.settling = false;
-    this.setBusy(false);
+    if (this.inflight === 0 && this.busy) this.setBusy(false);
   };
 
   /** A request was sent: poll for its result a few microtasks later, unless recent polls
@@ -575,6 +562,10 @@ export function rowsAs(kind: Kind, rows: unknown[]): unknown {
  * the event loop would make the poll's hops useless). */
 const SETTLED: Promise<void> = (async () => {})();
 const settledThen = SETTLED.then;
+
+/** Node's own `setImmediate`, taken at load: a fake-timer library replaces the global, and
+ * under it the event loop would never be let go. Its callback must not throw (ours does not). */
+const afterThisTurn: (callback: () => void) => unknown = setImmediate;
 
 /** Queues `hop` as a microtask. Only for our own callbacks that cannot throw: an exception
  * would surface as an unhandled rejection (`rethrowLater` keeps `queueMicrotask` for that). */

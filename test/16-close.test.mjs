@@ -230,6 +230,33 @@ test('awaited requests one after another hold the event loop once, not once per 
   assert.equal(calls.at(-1), false, 'the event loop is let go once nothing is in flight');
 });
 
+test('an awaited loop that awaits many times between its requests still holds the event loop once', async (t) => {
+  // The hold used to be let go 16 microtasks after the last completion: code that awaited
+  // through more layers than that before its next request paid two native calls per request.
+  const { NativeDatabase } = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const keepAlive = NativeDatabase.prototype.keepAlive;
+  const calls = [];
+  NativeDatabase.prototype.keepAlive = function (on) {
+    calls.push(on);
+    return keepAlive.call(this, on);
+  };
+  t.after(() => {
+    NativeDatabase.prototype.keepAlive = keepAlive;
+  });
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(a)');
+  calls.length = 0;
+  for (let i = 0; i < 20; i++) {
+    for (let j = 0; j < 40; j++) await null;
+    await db.execute('INSERT INTO t VALUES (?)', [i]);
+    for (let j = 0; j < 40; j++) await null;
+    assert.equal((await db.selectOne('SELECT count(*) AS n FROM t')).n, i + 1);
+  }
+  assert.ok(calls.length <= 2, `keepAlive was called ${calls.length} times for 40 awaited requests`);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(calls.at(-1), false, 'the event loop is let go once nothing is in flight');
+});
+
 test('a write in flight keeps the process alive and is committed', { timeout: 20_000 }, async (t) => {
   const dir = (await openTemp(t)).path.replace(/test\.db$/, '');
   const path = `${dir}child.db`;
