@@ -4,7 +4,7 @@
 // be collected; it holds a WeakRef, and the database is pinned only while work is in flight.
 
 import { availableParallelism } from 'node:os';
-import { setImmediate } from 'node:timers';
+import { clearImmediate, setImmediate } from 'node:timers';
 import { closedError, errorFromNative, lostResultError, type NativeErrorDetail } from './errors';
 import { binding, type NativeDatabase } from './native';
 import { convertInteger, decodeRows, decodeRowsIn, type IntMode, type RowMode } from './rows';
@@ -216,7 +216,14 @@ export class Requests {
   attach(native: NativeDatabase, owner: object): void {
     this.native = new WeakRef(native);
     this.handle = native.handle;
+    const before = this.owner?.deref();
     this.owner = new WeakRef(owner);
+    // The owner changes while work is in flight (the open's request pinned this object; the
+    // Database takes over): the pin moves with it, or the old owner would stay pinned forever.
+    if (this.busy && before !== undefined && before !== owner) {
+      withWorkInFlight.delete(before);
+      withWorkInFlight.add(owner);
+    }
   }
 
   /** A fresh id for a request or subscription. */
@@ -332,7 +339,8 @@ export class Requests {
   private idleSoon(): void {
     if (this.settling) return;
     this.settling = true;
-    afterThisTurn(this.settleIdle);
+    if (afterThisTurn !== undefined) afterThisTurn(this.settleIdle);
+    else nextMicrotask(this.settleIdle);
   }
 
   private readonly settleIdle = (): void => {
@@ -563,9 +571,29 @@ export function rowsAs(kind: Kind, rows: unknown[]): unknown {
 const SETTLED: Promise<void> = (async () => {})();
 const settledThen = SETTLED.then;
 
-/** Node's own `setImmediate`, taken at load: a fake-timer library replaces the global, and
- * under it the event loop would never be let go. Its callback must not throw (ours does not). */
-const afterThisTurn: (callback: () => void) => unknown = setImmediate;
+/** Node's own `setImmediate`, taken at load, so that a fake-timer library installed later
+ * cannot keep the event loop held. One installed while this module loads replaces the export
+ * of `node:timers` too, and the immediates it takes never run unless its clock is advanced:
+ * then this is undefined and the event loop is let go one microtask after the last completion
+ * (correct; an awaited loop then pays two `keepAlive` calls per request). Node's own
+ * registers an active 'Immediate' resource as soon as it is called. Its callback must not
+ * throw (ours does not). */
+const afterThisTurn: ((callback: () => void) => unknown) | undefined = nodeOwnSetImmediate();
+
+function nodeOwnSetImmediate(): ((callback: () => void) => unknown) | undefined {
+  const set = setImmediate;
+  const clear = clearImmediate;
+  const immediates = (): number => process.getActiveResourcesInfo().filter((r) => r === 'Immediate').length;
+  try {
+    const before = immediates();
+    const probe = set(() => {});
+    const registered = immediates() > before;
+    clear(probe);
+    return registered ? set : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Queues `hop` as a microtask. Only for our own callbacks that cannot throw: an exception
  * would surface as an unhandled rejection (`rethrowLater` keeps `queueMicrotask` for that). */

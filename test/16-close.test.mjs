@@ -146,10 +146,10 @@ test('open/close cycles leave no native threads behind', async (t) => {
 });
 
 /** Runs an ESM snippet in a child Node; resolves with its exit status, output and duration. */
-function runChild(code, timeoutMs) {
+function runChild(code, timeoutMs, nodeFlags = []) {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...nodeFlags, '--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -184,6 +184,53 @@ test('an open but idle database does not keep the process alive', { timeout: 20_
   assert.equal(r.stdout, '[{"a":1}]\nfailed as expected\n');
 });
 
+test('a database first loaded while a fake clock is installed still lets the process exit', { timeout: 20_000 }, async () => {
+  // A fake clock (node:test's mock timers, @sinonjs/fake-timers) replaces node:timers' export
+  // too; a setImmediate taken from it at load never runs, and the event loop was held forever.
+  const code = `
+    import { mock } from 'node:test';
+    mock.timers.enable({ apis: ['setImmediate'] });
+    const { Database } = await import(${JSON.stringify(ENTRY)});
+    mock.timers.reset();
+    const db = await Database.open(':memory:');
+    for (let i = 0; i < 3; i++) await db.select('SELECT 1');
+    console.log('done');
+  `;
+  const r = await runChild(code, 8_000);
+  assert.equal(r.timedOut, false, `the child did not exit by itself within 8 s (stderr: ${r.stderr})`);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'done\n');
+});
+
+test('a closed database leaves nothing of its request bookkeeping pinned', { timeout: 20_000 }, async () => {
+  // The open request pinned the bookkeeping object itself until the Database took over; the
+  // pin stayed on it, with its 64 KiB scratch, for the life of the process.
+  const code = `
+    import { createRequire } from 'node:module';
+    import { queryObjects } from 'node:v8';
+    const require = createRequire(${JSON.stringify(ENTRY)});
+    const { Database } = require('./index.js');
+    const { Requests } = require('./requests.js');
+    // In a function of its own: a suspended frame (this module's) would keep its last db.
+    async function openUseClose() {
+      const dbs = [];
+      for (let i = 0; i < 3; i++) dbs.push(await Database.open(':memory:'));
+      for (const db of dbs) await db.select('SELECT 1');
+      for (const db of dbs) await db.close();
+    }
+    await openUseClose();
+    for (let i = 0; i < 5; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      globalThis.gc();
+    }
+    console.log(queryObjects(Requests, { format: 'count' }));
+  `;
+  const r = await runChild(code, 15_000, ['--expose-gc']);
+  assert.equal(r.timedOut, false, r.stderr);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, '0\n', 'request bookkeeping objects still alive after close');
+});
+
 test('in-flight work keeps the process alive until it completes', { timeout: 20_000 }, async (t) => {
   // Nothing but the query is pending in the child: no await, no timer.
   const code = `
@@ -201,9 +248,8 @@ test('in-flight work keeps the process alive until it completes', { timeout: 20_
   assert.equal(r.stdout, 'result [{"n":400000}]\n');
 });
 
-test('awaited requests one after another hold the event loop once, not once per request', async (t) => {
-  // The addon's keep-alive is a native call each way; toggling it per request was two native
-  // calls per query of an awaited loop (issue 11). Count them through the addon's prototype.
+/** Records every `keepAlive(on)` the addon is asked for until the test ends. */
+function countKeepAlives(t) {
   const { NativeDatabase } = createRequire(import.meta.url)('../native/quietsqlite.node');
   const keepAlive = NativeDatabase.prototype.keepAlive;
   const calls = [];
@@ -214,6 +260,13 @@ test('awaited requests one after another hold the event loop once, not once per 
   t.after(() => {
     NativeDatabase.prototype.keepAlive = keepAlive;
   });
+  return calls;
+}
+
+test('awaited requests one after another hold the event loop once, not once per request', async (t) => {
+  // The addon's keep-alive is a native call each way; toggling it per request was two native
+  // calls per query of an awaited loop (issue 11). Count them through the addon's prototype.
+  const calls = countKeepAlives(t);
   const db = await openMemory(t);
   await db.execute('CREATE TABLE t(a)');
   const get = async (a) => (await db.selectOne('SELECT a FROM t WHERE a = ?', [a]))?.a;
@@ -233,16 +286,7 @@ test('awaited requests one after another hold the event loop once, not once per 
 test('an awaited loop that awaits many times between its requests still holds the event loop once', async (t) => {
   // The hold used to be let go 16 microtasks after the last completion: code that awaited
   // through more layers than that before its next request paid two native calls per request.
-  const { NativeDatabase } = createRequire(import.meta.url)('../native/quietsqlite.node');
-  const keepAlive = NativeDatabase.prototype.keepAlive;
-  const calls = [];
-  NativeDatabase.prototype.keepAlive = function (on) {
-    calls.push(on);
-    return keepAlive.call(this, on);
-  };
-  t.after(() => {
-    NativeDatabase.prototype.keepAlive = keepAlive;
-  });
+  const calls = countKeepAlives(t);
   const db = await openMemory(t);
   await db.execute('CREATE TABLE t(a)');
   calls.length = 0;
