@@ -4,7 +4,7 @@
 // be collected; it holds a WeakRef, and the database is pinned only while work is in flight.
 
 import { availableParallelism } from 'node:os';
-import { clearImmediate, setImmediate } from 'node:timers';
+import { setImmediate } from 'node:timers';
 import { closedError, errorFromNative, lostResultError, type NativeErrorDetail } from './errors';
 import { binding, type NativeDatabase } from './native';
 import { convertInteger, decodeRows, decodeRowsIn, type IntMode, type RowMode } from './rows';
@@ -575,21 +575,21 @@ const settledThen = SETTLED.then;
  * cannot keep the event loop held. One installed while this module loads replaces the export
  * of `node:timers` too, and the immediates it takes never run unless its clock is advanced:
  * then this is undefined and the event loop is let go one microtask after the last completion
- * (correct; an awaited loop then pays two `keepAlive` calls per request). Node's own
- * registers an active 'Immediate' resource as soon as it is called. Its callback must not
- * throw (ours does not). */
+ * (an awaited loop then pays two `keepAlive` calls per request). Node's own registers an
+ * active 'Immediate' resource as soon as it is called. Its callback must not throw (ours
+ * does not). */
 const afterThisTurn: ((callback: () => void) => unknown) | undefined = nodeOwnSetImmediate();
 
 function nodeOwnSetImmediate(): ((callback: () => void) => unknown) | undefined {
   const set = setImmediate;
-  const clear = clearImmediate;
   const immediates = (): number => process.getActiveResourcesInfo().filter((r) => r === 'Immediate').length;
   try {
     const before = immediates();
-    const probe = set(() => {});
-    const registered = immediates() > before;
-    clear(probe);
-    return registered ? set : undefined;
+    // The probe is left to run (a no-op, at the next check phase): clearing it could hand a
+    // fake's handle to Node's own clearImmediate (a clock that fakes only setImmediate),
+    // which under Node 20 breaks every later immediate of the process.
+    set(() => {});
+    return immediates() > before ? set : undefined;
   } catch {
     return undefined;
   }

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import v8 from 'node:v8';
 import {
   Database,
   PANIC,
@@ -202,7 +203,34 @@ test('a database first loaded while a fake clock is installed still lets the pro
   assert.equal(r.stdout, 'done\n');
 });
 
-test('a closed database leaves nothing of its request bookkeeping pinned', { timeout: 20_000 }, async () => {
+test('a clock that fakes only setImmediate at load breaks neither the release nor later immediates', { timeout: 20_000 }, async () => {
+  // As @sinonjs/fake-timers does with toFake: ['setImmediate']: the global and node:timers'
+  // export are replaced, clearImmediate is not. Handing the fake's handle to Node's own
+  // clearImmediate stopped every later immediate under Node 20.
+  const code = `
+    import { createRequire } from 'node:module';
+    const require = createRequire(import.meta.url);
+    const timers = require('node:timers');
+    const real = timers.setImmediate;
+    const fake = () => ({ ref() {}, unref() {}, hasRef: () => true });
+    timers.setImmediate = fake;
+    globalThis.setImmediate = fake;
+    const { Database } = await import(${JSON.stringify(ENTRY)});
+    timers.setImmediate = real;
+    globalThis.setImmediate = real;
+    const db = await Database.open(':memory:');
+    for (let i = 0; i < 3; i++) await db.select('SELECT 1');
+    setImmediate(() => console.log('immediate ran'));
+  `;
+  const r = await runChild(code, 8_000);
+  assert.equal(r.timedOut, false, `the child did not exit by itself within 8 s (stderr: ${r.stderr})`);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'immediate ran\n');
+});
+
+const queryObjectsMissing = typeof v8.queryObjects !== 'function' && 'v8.queryObjects came in Node 20.13';
+
+test('a closed database leaves nothing of its request bookkeeping pinned', { timeout: 20_000, skip: queryObjectsMissing }, async () => {
   // The open request pinned the bookkeeping object itself until the Database took over; the
   // pin stayed on it, with its 64 KiB scratch, for the life of the process.
   const code = `
