@@ -574,8 +574,9 @@ const settledThen = SETTLED.then;
 /** Node's own `setImmediate`, taken at load, so that a fake-timer library installed later
  * cannot keep the event loop held. One installed while this module loads replaces the export
  * of `node:timers` too, and the immediates it takes never run unless its clock is advanced:
- * then this is undefined and the event loop is let go one microtask after the last completion
- * (an awaited loop then pays two `keepAlive` calls per request). Node's own registers an
+ * then (or when the check cannot be made) this is undefined and the event loop is let go one
+ * microtask after the last completion (an awaited loop then pays two `keepAlive` calls per
+ * request). Node's own registers an
  * active 'Immediate' resource as soon as it is called. Its callback must not throw (ours
  * does not). */
 const afterThisTurn: ((callback: () => void) => unknown) | undefined = nodeOwnSetImmediate();
