@@ -576,9 +576,8 @@ const settledThen = SETTLED.then;
  * of `node:timers` too, and the immediates it takes never run unless its clock is advanced:
  * then (or when the check cannot be made) this is undefined and the event loop is let go one
  * microtask after the last completion (an awaited loop then pays two `keepAlive` calls per
- * request). Node's own registers an
- * active 'Immediate' resource as soon as it is called. Its callback must not throw (ours
- * does not). */
+ * request). Node's own registers an active 'Immediate' resource as soon as it is called.
+ * Its callback must not throw (ours does not). */
 const afterThisTurn: ((callback: () => void) => unknown) | undefined = nodeOwnSetImmediate();
 
 function nodeOwnSetImmediate(): ((callback: () => void) => unknown) | undefined {
