@@ -49,10 +49,6 @@ const collected = new FinalizationRegistry<{ host: WeakRef<StatementHost>; id: n
  * in the class's static block: the id stays a private field, out of the public types. */
 export let statementId: (stmt: Statement, host: StatementHost) => number;
 
-/**
- * A prepared statement (`db.prepare(sql)`): call it many times; each call behaves exactly as
- * the same method of the database given the statement's SQL.
- */
 /** Set by `newStatement` for the one construction it makes. */
 let constructing = false;
 
@@ -66,6 +62,10 @@ export function newStatement(host: StatementHost, sql: string, id: number): Stat
   }
 }
 
+/**
+ * A prepared statement (`db.prepare(sql)`): call it many times; each call behaves exactly as
+ * the same method of the database given the statement's SQL.
+ */
 export class Statement {
   readonly #host: StatementHost;
   readonly #sql: string;

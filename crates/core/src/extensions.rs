@@ -62,9 +62,7 @@ impl Extension {
         let why = message.unwrap_or_else(|| crate::error::code_message(rc));
         Err(Error::sqlite(rc, format!("could not load the extension '{}': {why}", self.path)))
     }
-}
 
-impl Extension {
     /// The files SQLite will try (the path, then the path with the platform's suffix) must
     /// be regular files where they exist: the loader opens a FIFO and waits on it forever,
     /// holding a process-wide lock that even `process.exit()` then waits for.
