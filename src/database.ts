@@ -141,11 +141,13 @@ export class Database implements Executor, TransactionHost, StatementHost {
   #closing: Promise<void> | undefined;
   #forceClosing = false;
   #nextTx = 1;
+  /** BEGINs sent whose callers wait for them (`#beginOnWriter`). */
+  #begins = 0;
   /** What live queries need from this database. */
   readonly #liveHost: LiveHost;
   /** The transaction holding the writer, with the means to cancel it (forced close). */
   #running:
-    | { tx: Transaction; cancel: (reason: unknown) => void; settled: Promise<void>; handle?: TransactionHandle }
+    | { tx: Transaction; cancel: (reason: unknown) => void; settled: () => Promise<void>; handle?: TransactionHandle }
     | undefined;
 
   private constructor(
@@ -715,21 +717,40 @@ export class Database implements Executor, TransactionHost, StatementHost {
     const { mode, signal } = transactionOptions(options);
     signal?.throwIfAborted();
 
-    const txId = await this.#beginOnWriter(mode, signal);
+    // Alone, and with nothing that could want to stop it while BEGIN waits its turn, the body
+    // starts at once: its requests queue behind the BEGIN on the writer, which tells a failed
+    // BEGIN as their error (docs/experiments/058-silent-begin.md).
+    const txId =
+      signal === undefined && this.#running === undefined && this.#begins === 0
+        ? this.#beginSilently(mode)
+        : await this.#beginOnWriter(mode, signal);
     const tx = new Transaction(this, txId, 0, undefined, signal === undefined ? NO_SIGNALS : [signal]);
-    let cancel!: (reason: unknown) => void;
-    const cancelled = new Promise<never>((_, reject) => (cancel = reject));
-    cancelled.catch(() => {});
-    let settle!: () => void;
-    const settled = new Promise<void>((resolve) => (settle = resolve));
+    // A forced close cancels whichever phase runs (the body, then the wait for its nested
+    // bodies), and every later one.
+    let cancelled: { reason: unknown } | undefined;
+    let cancelPhase: ((reason: unknown) => void) | undefined;
+    const cancel = (reason: unknown): void => {
+      cancelled ??= { reason };
+      cancelPhase?.(reason);
+    };
+    const onCancel = (c: (reason: unknown) => void): void => {
+      cancelPhase = c;
+      if (cancelled !== undefined) c(cancelled.reason);
+    };
+    // Made only when a forced close waits for it.
+    let ended = false;
+    let settledPromise: Promise<void> | undefined;
+    let settle: (() => void) | undefined;
+    const settled = (): Promise<void> =>
+      ended ? Promise.resolve() : (settledPromise ??= new Promise<void>((resolve) => (settle = resolve)));
     this.#running = { tx, cancel, settled };
     try {
       signal?.throwIfAborted();
       // A forced close may have begun while this transaction waited for the writer.
       if (this.#forceClosing) throw closedError('the database was closed with force before this transaction began');
-      const result = await raceBody(() => runInContext(this, tx, () => body(tx)), signal, cancelled);
+      const result = await raceBody(() => runInContext(this, tx, () => body(tx)), signal, onCancel);
       // Nested bodies the body started but did not await are part of this transaction.
-      await raceBody(() => tx.drained(), signal, cancelled);
+      if (!tx.drainedNow) await raceBody(() => tx.drained(), signal, onCancel);
       tx.end();
       await this.#write<void>(Kind.Done, 'object', (id) => binding.dbCommit(this.#handle, id, txId));
       return result;
@@ -743,7 +764,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
       throw err;
     } finally {
       if (this.#running?.tx === tx) this.#running = undefined;
-      settle();
+      ended = true;
+      settle?.();
     }
   }
 
@@ -778,7 +800,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
       },
       savepoint: (op, depth) => this.writerSavepoint(txId, op, depth),
     });
-    this.#running = { tx, cancel: (reason) => void handle.abandon(reason), settled, handle };
+    this.#running = { tx, cancel: (reason) => void handle.abandon(reason), settled: () => settled, handle };
     // The database may have started closing, or the signal fired, while BEGIN waited.
     if (this.#closing) {
       const err = closedError('the database was closed before this transaction began');
@@ -795,11 +817,36 @@ export class Database implements Executor, TransactionHost, StatementHost {
     return handle;
   }
 
-  /** Sends BEGIN and waits for the writer; resolves with the new transaction's id. */
-  async #beginOnWriter(mode: TransactionMode, signal: AbortSignal | undefined): Promise<number> {
+  #newTxId(): number {
     const txId = this.#nextTx;
     this.#nextTx = txId >= 0x7fffffff ? 1 : txId + 1;
-    const begun = this.#write<void>(Kind.Done, 'object', (id) => binding.dbBegin(this.#handle, id, txId, MODES[mode]));
+    return txId;
+  }
+
+  /** Sends a BEGIN that nobody waits for; returns the new transaction's id. */
+  #beginSilently(mode: TransactionMode): number {
+    const txId = this.#newTxId();
+    try {
+      binding.dbBegin(this.#handle, 0, txId, MODES[mode], true);
+    } catch (err) {
+      throw fromNativeThrow(err);
+    }
+    return txId;
+  }
+
+  /** Sends BEGIN and waits for the writer; resolves with the new transaction's id. */
+  async #beginOnWriter(mode: TransactionMode, signal: AbortSignal | undefined): Promise<number> {
+    this.#begins++;
+    try {
+      return await this.#beginAndWait(mode, signal);
+    } finally {
+      this.#begins--;
+    }
+  }
+
+  async #beginAndWait(mode: TransactionMode, signal: AbortSignal | undefined): Promise<number> {
+    const txId = this.#newTxId();
+    const begun = this.#write<void>(Kind.Done, 'object', (id) => binding.dbBegin(this.#handle, id, txId, MODES[mode], false));
     if (signal === undefined) {
       await begun;
     } else {
@@ -934,7 +981,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
     const running = this.#running;
     if (running !== undefined) {
       running.cancel(closedError('the database was closed with force: the transaction was rolled back'));
-      await running.settled;
+      await running.settled();
     }
   }
 

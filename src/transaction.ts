@@ -123,47 +123,66 @@ export function transactionOptions(options: unknown): { mode: TransactionMode; s
 }
 
 /**
- * Runs a body and settles with it, or earlier with the abort reason of `signal` or the
- * reason given to `cancelled`. When another racer wins, the body's own outcome no longer
- * matters to anyone, so its rejection is deliberately dropped.
+ * Runs a body and settles with it, or earlier with the abort reason of `signal` or a reason
+ * given to the cancel function that `onCancel` receives (at once, before the body starts).
+ * When another racer wins, the body's own outcome no longer matters to anyone, so its
+ * rejection is deliberately dropped. One promise and one reaction per body, whatever races
+ * it: every transaction pays this, and under Node 20 each promise made inside a body also
+ * runs AsyncLocalStorage's hooks (docs/experiments/058-silent-begin.md).
  */
-export function raceBody<R>(run: () => Promise<R> | R, signal: AbortSignal | undefined, cancelled?: Promise<never>): Promise<R> {
-  if (signal === undefined && cancelled === undefined) {
+export function raceBody<R>(
+  run: () => Promise<R> | R,
+  signal: AbortSignal | undefined,
+  onCancel?: (cancel: (reason: unknown) => void) => void,
+): Promise<R> {
+  if (signal === undefined && onCancel === undefined) {
     try {
       return Promise.resolve(run());
     } catch (err) {
       return Promise.reject(err);
     }
   }
-  // The abort racer is in place before the body starts: a body that aborts its own signal
-  // before its first await must lose the race, not commit (and it comes first in the race,
-  // so it wins over a body that settled in the same tick).
+  let resolve!: (value: R) => void;
+  let reject!: (reason: unknown) => void;
+  const outcome = new Promise<R>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
   let onAbort: (() => void) | undefined;
-  const racers: Promise<R>[] = [];
+  const stopListening = (): void => {
+    if (onAbort !== undefined) signal!.removeEventListener('abort', onAbort);
+    onAbort = undefined;
+  };
+  const lose = (reason: unknown): void => {
+    stopListening();
+    reject(reason);
+  };
+  // The abort listener is in place before the body starts: a body that aborts its own
+  // signal before its first await must lose, not commit. An abort dispatches synchronously,
+  // so it wins over a body whose result has not been taken yet (that takes a microtask).
   if (signal !== undefined) {
-    racers.push(
-      new Promise<never>((_, reject) => {
-        if (signal.aborted) {
-          reject(signal.reason);
-          return;
-        }
-        onAbort = () => reject(signal.reason);
-        signal.addEventListener('abort', onAbort, { once: true });
-      }),
-    );
+    if (signal.aborted) {
+      reject(signal.reason);
+    } else {
+      onAbort = () => lose(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
   }
-  if (cancelled !== undefined) racers.push(cancelled);
+  onCancel?.(lose);
   let body: Promise<R>;
   try {
     body = Promise.resolve(run());
   } catch (err) {
     body = Promise.reject(err);
   }
-  body.catch(() => {});
-  racers.push(body);
-  return Promise.race(racers).finally(() => {
-    if (onAbort !== undefined) signal!.removeEventListener('abort', onAbort);
-  });
+  body.then(
+    (value) => {
+      stopListening();
+      resolve(value);
+    },
+    lose,
+  );
+  return outcome;
 }
 
 /** The handle a transaction body receives. Valid only while its body runs. */
@@ -199,6 +218,11 @@ export class Transaction implements Executor {
 
   end(): void {
     this.#active = false;
+  }
+
+  /** No nested body of this transaction runs or waits now. */
+  get drainedNow(): boolean {
+    return this.#children === 0;
   }
 
   /** Resolves once no nested body of this transaction runs or waits (before COMMIT/RELEASE:

@@ -624,3 +624,80 @@ test("a prepared statement's first call in a deferred transaction waits for anot
     await b.close();
   }
 });
+
+// ---- a transaction with nothing ahead of it starts its body before BEGIN has run ----
+
+test('a lone transaction starts its body at once; its statements still run after the writes sent before it', { timeout: 10000 }, async () => {
+  const db = await fresh();
+  try {
+    const order = [];
+    // A write that keeps the writer busy for a while, sent before the transaction.
+    const slow = db
+      .execute('INSERT INTO t(v) SELECT max(x) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) SELECT x FROM c)')
+      .then(() => order.push('slow write done'));
+    const done = db.transaction(async (tx) => {
+      order.push('body');
+      const { n } = await tx.selectOne('SELECT count(*) AS n FROM t');
+      order.push(`body saw ${n}`);
+    });
+    await Promise.all([slow, done]);
+    // The body did not wait for the write ahead of its BEGIN, and its read came after it.
+    assert.deepEqual(order, ['body', 'slow write done', 'body saw 1']);
+  } finally {
+    await db.close();
+  }
+});
+
+test('a BEGIN that fails (SQLITE_BUSY) fails every statement of the body and the transaction, and commits nothing', { timeout: 10000 }, async () => {
+  const file = tmp.file();
+  const a = await Database.open(file, { busyTimeout: 50 });
+  const b = await Database.open(file);
+  try {
+    await a.execute('CREATE TABLE t(v)');
+    const holding = deferred();
+    const bHolds = deferred();
+    const other = b.transaction(async (tx) => {
+      await tx.execute('INSERT INTO t VALUES (1)');
+      bHolds.resolve();
+      await holding.promise;
+    });
+    await bHolds.promise;
+    // A body that lets the error through rejects with it.
+    const err1 = await a.transaction((tx) => tx.execute('INSERT INTO t VALUES (2)')).catch((e) => e);
+    assert.ok(err1 instanceof SqliteError, String(err1));
+    assert.equal(err1.code, 'SQLITE_BUSY');
+    // A body that swallows its statements' errors: the transaction must still fail, and no
+    // statement of it may run on its own, even once the lock is free (it would commit).
+    const seen = [];
+    const err2 = await a
+      .transaction(async (tx) => {
+        for (const v of [3, 4]) {
+          try {
+            await tx.execute('INSERT INTO t VALUES (?)', [v]);
+            seen.push('ran');
+          } catch (e) {
+            seen.push(e.code);
+          }
+          if (!holding.done) {
+            holding.done = true;
+            holding.resolve();
+            await other;
+          }
+        }
+        return 'body ended';
+      })
+      .catch((e) => e);
+    assert.ok(err2 instanceof SqliteError, String(err2));
+    assert.equal(err2.code, 'SQLITE_BUSY');
+    assert.ok(seen.every((s) => s === 'SQLITE_BUSY'), JSON.stringify(seen));
+    holding.resolve();
+    await other;
+    assert.deepEqual(await values(a), [1]);
+    // The writer is free again: the next transaction works.
+    await a.transaction((tx) => tx.execute('INSERT INTO t VALUES (5)'));
+    assert.deepEqual(await values(a), [1, 5]);
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});

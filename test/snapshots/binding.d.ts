@@ -115,8 +115,12 @@ export declare class NativeDatabase {
   panicOnJsThread(place: number): void
 }
 
-/** BEGIN of transaction `tx` (`mode`: 0 deferred, 1 immediate, 2 exclusive). */
-export declare function dbBegin(handle: number, id: number, tx: number, mode: number): void
+/**
+ * BEGIN of transaction `tx` (`mode`: 0 deferred, 1 immediate, 2 exclusive). With `silent`,
+ * it completes with nothing when it works, and a failure is the error of the transaction's
+ * next request (the caller does not wait for it; `id` is then unused).
+ */
+export declare function dbBegin(handle: number, id: number, tx: number, mode: number, silent: boolean): void
 
 /** COMMIT of transaction `tx`. */
 export declare function dbCommit(handle: number, id: number, tx: number): void

@@ -578,7 +578,7 @@ mod tests {
         let (db, rx) = open(&path);
         db.write(job(2, None, exec("CREATE TABLE t(v)"))).unwrap();
         wait(&rx, 2).unwrap();
-        db.write(job(3, Some(7), WriteKind::Begin { mode: TxMode::Immediate })).unwrap();
+        db.write(job(3, Some(7), WriteKind::Begin { mode: TxMode::Immediate, silent: false })).unwrap();
         wait(&rx, 3).unwrap();
         db.write(job(4, Some(7), exec("INSERT INTO t VALUES (1)"))).unwrap();
         wait(&rx, 4).unwrap();
@@ -599,7 +599,7 @@ mod tests {
         let (db, rx) = open(&dir.path().join("b.db"));
         db.write(job(2, None, exec("CREATE TABLE t(v UNIQUE ON CONFLICT ROLLBACK)"))).unwrap();
         wait(&rx, 2).unwrap();
-        db.write(job(3, Some(1), WriteKind::Begin { mode: TxMode::Immediate })).unwrap();
+        db.write(job(3, Some(1), WriteKind::Begin { mode: TxMode::Immediate, silent: false })).unwrap();
         wait(&rx, 3).unwrap();
         for id in 4..=5 {
             db.write(job(id, Some(1), exec("INSERT INTO t VALUES (1)"))).unwrap();

@@ -34,7 +34,10 @@ pub enum WriteKind {
     /// A read on the writer connection (inside a transaction it sees uncommitted writes).
     Read { sql: String, params: Params, format: ReadFormat },
     Batch { sql: String, sets: crate::query::BatchSets },
-    Begin { mode: TxMode },
+    /// With `silent`, the caller went on without waiting for it (docs/experiments/058-silent-begin.md):
+    /// it completes with nothing when it works, and when it fails, every later request of
+    /// the transaction fails with its error (its COMMIT too; its ROLLBACK ends it quietly).
+    Begin { mode: TxMode, silent: bool },
     Commit,
     Rollback,
     /// A nested transaction of depth `depth` (1 for the first level) begins: a savepoint.
@@ -110,6 +113,9 @@ pub(crate) struct Writer {
     readers: Sender<ReaderMsg>,
     reader_count: usize,
     held_by: Option<TxId>,
+    /// A silent BEGIN that failed, and why: its transaction's requests fail with that error
+    /// until its COMMIT or ROLLBACK arrives.
+    failed_begin: Option<(TxId, Error)>,
     watch: Arc<Watch>,
     deferred: VecDeque<WriterMsg>,
     /// Jobs sent and not yet started, for `diagnostics().queuedWrites`: `Database::write`
@@ -172,6 +178,7 @@ impl Writer {
             readers,
             reader_count,
             held_by: None,
+            failed_begin: None,
             watch,
             deferred: VecDeque::new(),
             waiting: Default::default(),
@@ -205,6 +212,10 @@ impl Writer {
                 WriterMsg::Job(job, ticket) => {
                     self.waiting.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                     let id = job.id;
+                    let silent_begin = match job.kind {
+                        WriteKind::Begin { silent: true, .. } => job.tx,
+                        _ => None,
+                    };
                     let watch = self.watch.clone();
                     let result = match watch.start(id, ticket) {
                         Start::Skip => {
@@ -233,6 +244,13 @@ impl Writer {
                     // The request resolves before any live query can emit its effect.
                     // Counted down first: whoever sees the completion sees the count without it.
                     self.unfinished.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    if let Some(tx) = silent_begin {
+                        // Nobody waits for it: a failure is told by the transaction's next request.
+                        if let Err(e) = result {
+                            self.failed_begin = Some((tx, e));
+                        }
+                        continue;
+                    }
                     self.listener.request_completing();
                     self.sink.complete(Completion { id, result });
                     self.publish_changes();
@@ -348,6 +366,18 @@ impl Writer {
     }
 
     fn handle(&mut self, job: WriteJob) -> Result<Output> {
+        if let Some((failed, err)) = &self.failed_begin {
+            if job.tx == Some(*failed) {
+                let err = err.clone();
+                if matches!(job.kind, WriteKind::Commit | WriteKind::Rollback) {
+                    self.failed_begin = None;
+                }
+                return match job.kind {
+                    WriteKind::Rollback => Ok(Output::Done),
+                    _ => Err(err),
+                };
+            }
+        }
         match (&job.kind, job.tx, self.held_by) {
             (WriteKind::Begin { .. }, Some(_), None) => {}
             (WriteKind::Begin { .. }, _, _) => {
@@ -413,7 +443,7 @@ impl Writer {
             WriteKind::Batch { sql, sets } => {
                 query::execute_batch(&self.conn, &sql, &sets).map(|changes| Output::Batch { changes })
             }
-            WriteKind::Begin { mode } => {
+            WriteKind::Begin { mode, .. } => {
                 let sql = match mode {
                     TxMode::Deferred => "BEGIN DEFERRED",
                     TxMode::Immediate => "BEGIN IMMEDIATE",

@@ -3,7 +3,8 @@
 
 mod common;
 use common::*;
-use quietsqlite_core::{Error, Output, WriteKind};
+use quietsqlite_core::{Error, Output, TxMode, WriteKind};
+use std::time::Duration;
 
 #[test]
 fn writes_run_and_complete_in_fifo_order() {
@@ -233,5 +234,45 @@ fn writes_unfinished_covers_a_write_from_send_to_completion() {
     assert!(eventually(|| !h.db().writes_unfinished()), "nothing is left unfinished");
     assert_eq!(h.writer_json(None, "SELECT group_concat(x) AS v FROM t"), r#"[{"v":"1"}]"#);
     assert!(!h.db().writes_unfinished());
+    h.close();
+}
+
+#[test]
+fn a_silent_begin_completes_with_nothing_and_a_failed_one_fails_its_transaction() {
+    let h = open_with(1, |o| o.busy_timeout_ms = 20);
+    h.exec("CREATE TABLE t(x)");
+    // Works: no completion of its own; the transaction's requests run inside it.
+    let begin = h.send_write(Some(1), WriteKind::Begin { mode: TxMode::Immediate, silent: true });
+    h.wait(h.send_exec(Some(1), "INSERT INTO t VALUES (1)")).expect("insert");
+    h.wait(h.send_write(Some(1), WriteKind::Commit)).expect("commit");
+    assert!(h.try_wait(begin, Duration::from_millis(50)).is_none(), "a silent BEGIN completed");
+
+    // Fails (another connection holds the write lock): every request of the transaction,
+    // its COMMIT included, fails with the BEGIN's error, and none of them runs on its own
+    // (the lock is free again before the second insert).
+    let other = rusqlite::Connection::open(&h.path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    h.send_write(Some(2), WriteKind::Begin { mode: TxMode::Immediate, silent: true });
+    let busy = |r: quietsqlite_core::Result<Output>| {
+        matches!(r, Err(Error::Sqlite { code, .. }) if code & 0xff == rusqlite::ffi::SQLITE_BUSY)
+    };
+    assert!(busy(h.wait(h.send_exec(Some(2), "INSERT INTO t VALUES (2)"))));
+    other.execute_batch("COMMIT").unwrap();
+    assert!(busy(h.wait(h.send_exec(Some(2), "INSERT INTO t VALUES (3)"))));
+    assert!(busy(h.wait(h.send_write(Some(2), WriteKind::Commit))));
+    // Its end clears it: the next transaction works, and a ROLLBACK of a failed one is quiet.
+    h.send_write(Some(3), WriteKind::Begin { mode: TxMode::Immediate, silent: true });
+    h.wait(h.send_exec(Some(3), "INSERT INTO t VALUES (4)")).expect("insert");
+    h.wait(h.send_write(Some(3), WriteKind::Commit)).expect("commit");
+    assert_eq!(
+        h.writer_json(None, "SELECT group_concat(x) AS v FROM t"),
+        r#"[{"v":"1,4"}]"#
+    );
+    let other = rusqlite::Connection::open(&h.path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    h.send_write(Some(4), WriteKind::Begin { mode: TxMode::Immediate, silent: true });
+    h.wait(h.send_write(Some(4), WriteKind::Rollback)).expect("rollback of a failed BEGIN");
+    other.execute_batch("COMMIT").unwrap();
+    h.exec("INSERT INTO t VALUES (5)");
     h.close();
 }

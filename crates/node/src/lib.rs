@@ -824,15 +824,16 @@ impl DatabaseState {
         })
     }
 
-    /// `mode`: 0 deferred, 1 immediate, 2 exclusive.
-    pub fn begin(&self, env: Env, id: u32, tx: u32, mode: u32) -> Result<()> {
+    /// `mode`: 0 deferred, 1 immediate, 2 exclusive. `silent`: no completion when it works
+    /// (see `WriteKind::Begin`).
+    pub fn begin(&self, env: Env, id: u32, tx: u32, mode: u32, silent: bool) -> Result<()> {
         guard(&env, || {
             let mode = match mode {
                 0 => TxMode::Deferred,
                 2 => TxMode::Exclusive,
                 _ => TxMode::Immediate,
             };
-            self.submit(&env, id, tx, WriteKind::Begin { mode }, None)
+            self.submit(&env, id, tx, WriteKind::Begin { mode, silent }, None)
         })
     }
 
@@ -934,10 +935,12 @@ pub fn db_execute(env: Env, handle: u32, id: u32, tx: u32, sql: Unknown, params:
     handles::get(&env, handle)?.execute(env, id, tx, sql, params, cancellable)
 }
 
-/// BEGIN of transaction `tx` (`mode`: 0 deferred, 1 immediate, 2 exclusive).
+/// BEGIN of transaction `tx` (`mode`: 0 deferred, 1 immediate, 2 exclusive). With `silent`,
+/// it completes with nothing when it works, and a failure is the error of the transaction's
+/// next request (the caller does not wait for it; `id` is then unused).
 #[napi]
-pub fn db_begin(env: Env, handle: u32, id: u32, tx: u32, mode: u32) -> Result<()> {
-    handles::get(&env, handle)?.begin(env, id, tx, mode)
+pub fn db_begin(env: Env, handle: u32, id: u32, tx: u32, mode: u32, silent: bool) -> Result<()> {
+    handles::get(&env, handle)?.begin(env, id, tx, mode, silent)
 }
 
 /// COMMIT of transaction `tx`.

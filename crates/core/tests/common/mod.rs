@@ -159,6 +159,7 @@ impl Harness {
             Some(tx),
             WriteKind::Begin {
                 mode: TxMode::Immediate,
+                silent: false,
             },
         );
         self.wait(id).expect("begin");
