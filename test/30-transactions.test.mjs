@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Database, SqliteError } from '../dist/index.mjs';
-import { deferred, exitIfStuck, scratch, sleep, values } from './fixtures/tx-helpers.mjs';
+import { deferred, exitIfStuck, isPending, scratch, sleep, values, within } from './fixtures/tx-helpers.mjs';
 
 const tmp = scratch('tx30');
 exitIfStuck();
@@ -696,6 +696,72 @@ test('a BEGIN that fails (SQLITE_BUSY) fails every statement of the body and the
     // The writer is free again: the next transaction works.
     await a.transaction((tx) => tx.execute('INSERT INTO t VALUES (5)'));
     assert.deepEqual(await values(a), [1, 5]);
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});
+
+test('a forced close while a lone transaction waits for its BEGIN settles the close and the transaction', { timeout: 20000 }, async () => {
+  // Behind a long write.
+  {
+    const db = await fresh();
+    const slow = db.execute(
+      'INSERT INTO t(v) SELECT max(x) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 50000000) SELECT x FROM c)',
+    );
+    slow.catch(() => {});
+    const done = db.transaction((tx) => tx.execute('INSERT INTO t VALUES (1)'));
+    done.catch(() => {});
+    await sleep(50);
+    await within(db.close({ force: true }), 'close({ force: true })', 5000);
+    await assert.rejects(within(slow, 'the long write'), { code: 'ERR_QUIETSQLITE_CLOSED' });
+    await assert.rejects(within(done, 'the transaction'), { code: 'ERR_QUIETSQLITE_CLOSED' });
+  }
+  // In the same turn as the transaction, nothing else queued.
+  for (let round = 0; round < 20; round++) {
+    const db = await fresh();
+    const done = db.transaction((tx) => tx.execute('INSERT INTO t VALUES (1)'));
+    done.catch(() => {});
+    await within(db.close({ force: true }), `close({ force: true }), round ${round}`);
+    await within(done.catch(() => {}), `the transaction, round ${round}`);
+  }
+});
+
+test('a transaction whose BEGIN failed holds its turn until its body ends: later transactions and close() wait for it', { timeout: 10000 }, async () => {
+  const file = tmp.file();
+  const a = await Database.open(file, { busyTimeout: 50 });
+  const b = await Database.open(file);
+  try {
+    await a.execute('CREATE TABLE t(v)');
+    const held = await b.begin();
+    await held.execute('INSERT INTO t VALUES (0)');
+    const log = [];
+    const gate = deferred();
+    const first = a.transaction(async (tx) => {
+      log.push('first started');
+      await tx.execute('INSERT INTO t VALUES (1)').catch((e) => log.push(`first: ${e.code}`));
+      await gate.promise;
+      await tx.execute('INSERT INTO t VALUES (11)').catch((e) => log.push(`first again: ${e.code}`));
+      log.push('first ended');
+    });
+    first.catch(() => {});
+    await sleep(150);
+    await held.commit();
+    // The lock is free, but the first transaction is still running its body.
+    const second = a.transaction(async (tx) => {
+      log.push('second started');
+      await tx.execute('INSERT INTO t VALUES (2)');
+    });
+    const closed = a.close();
+    await sleep(100);
+    assert.deepEqual(log, ['first started', 'first: SQLITE_BUSY']);
+    assert.equal(await isPending(closed), true, 'close() did not wait for the running transaction');
+    gate.resolve();
+    await assert.rejects(within(first, 'the first transaction'), { code: 'SQLITE_BUSY' });
+    await within(second, 'the second transaction');
+    await within(closed, 'close()');
+    assert.deepEqual(log, ['first started', 'first: SQLITE_BUSY', 'first again: SQLITE_BUSY', 'first ended', 'second started']);
+    assert.deepEqual(await values(b), [0, 2]);
   } finally {
     await a.close();
     await b.close();

@@ -35,8 +35,9 @@ pub enum WriteKind {
     Read { sql: String, params: Params, format: ReadFormat },
     Batch { sql: String, sets: crate::query::BatchSets },
     /// With `silent`, the caller went on without waiting for it (docs/experiments/058-silent-begin.md):
-    /// it completes with nothing when it works, and when it fails, every later request of
-    /// the transaction fails with its error (its COMMIT too; its ROLLBACK ends it quietly).
+    /// it completes with nothing when it works. When it fails, the transaction holds the
+    /// writer all the same and every later request of it fails with its error (its COMMIT
+    /// too; its ROLLBACK ends it quietly).
     Begin { mode: TxMode, silent: bool },
     Commit,
     Rollback,
@@ -113,8 +114,8 @@ pub(crate) struct Writer {
     readers: Sender<ReaderMsg>,
     reader_count: usize,
     held_by: Option<TxId>,
-    /// A silent BEGIN that failed, and why: its transaction's requests fail with that error
-    /// until its COMMIT or ROLLBACK arrives.
+    /// A silent BEGIN that failed, and why: its transaction holds the writer all the same,
+    /// and its requests fail with that error until its COMMIT or ROLLBACK arrives.
     failed_begin: Option<(TxId, Error)>,
     watch: Arc<Watch>,
     deferred: VecDeque<WriterMsg>,
@@ -245,8 +246,15 @@ impl Writer {
                     // Counted down first: whoever sees the completion sees the count without it.
                     self.unfinished.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                     if let Some(tx) = silent_begin {
-                        // Nobody waits for it: a failure is told by the transaction's next request.
+                        // Nobody waits for it: a failure is told by the transaction's requests.
+                        // The transaction holds the writer all the same, until its COMMIT or
+                        // ROLLBACK: its body runs, and to the front end it is the running
+                        // transaction (a close waits for it, a forced close ends it, the
+                        // next transaction waits its turn).
                         if let Err(e) = result {
+                            if self.held_by.is_none() {
+                                self.held_by = Some(tx);
+                            }
                             self.failed_begin = Some((tx, e));
                         }
                         continue;
@@ -258,6 +266,7 @@ impl Writer {
                 WriterMsg::CheckExternalChanges => self.check_external_changes(),
                 WriterMsg::Stop(countdown) | WriterMsg::Abandon(countdown) => {
                     self.held_by = None;
+                    self.failed_begin = None;
                     let dropped = self.deferred.drain(..).filter(|m| matches!(m, WriterMsg::Job(..))).count();
                     self.waiting.fetch_sub(dropped, std::sync::atomic::Ordering::AcqRel);
                     self.unfinished.fetch_sub(dropped, std::sync::atomic::Ordering::AcqRel);
@@ -339,6 +348,7 @@ impl Writer {
         let ends_holder = matches!(job.kind, WriteKind::Commit | WriteKind::Rollback) && job.tx == self.held_by;
         if ends_holder && self.held_by.is_some() {
             self.held_by = None;
+            self.failed_begin = None;
             if !self.conn.is_autocommit() {
                 let _ = self.conn.execute_batch("ROLLBACK");
             }
@@ -371,6 +381,7 @@ impl Writer {
                 let err = err.clone();
                 if matches!(job.kind, WriteKind::Commit | WriteKind::Rollback) {
                     self.failed_begin = None;
+                    self.held_by = None;
                 }
                 return match job.kind {
                     WriteKind::Rollback => Ok(Output::Done),

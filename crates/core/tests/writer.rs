@@ -258,15 +258,19 @@ fn a_silent_begin_completes_with_nothing_and_a_failed_one_fails_its_transaction(
     };
     assert!(busy(h.wait(h.send_exec(Some(2), "INSERT INTO t VALUES (2)"))));
     other.execute_batch("COMMIT").unwrap();
+    // The failed transaction holds the writer until it ends, as one that began would.
+    let outside = h.send_exec(None, "INSERT INTO t VALUES (6)");
+    assert!(h.try_wait(outside, Duration::from_millis(100)).is_none(), "ran while the transaction held the writer");
     assert!(busy(h.wait(h.send_exec(Some(2), "INSERT INTO t VALUES (3)"))));
     assert!(busy(h.wait(h.send_write(Some(2), WriteKind::Commit))));
+    h.wait(outside).expect("the write that waited");
     // Its end clears it: the next transaction works, and a ROLLBACK of a failed one is quiet.
     h.send_write(Some(3), WriteKind::Begin { mode: TxMode::Immediate, silent: true });
     h.wait(h.send_exec(Some(3), "INSERT INTO t VALUES (4)")).expect("insert");
     h.wait(h.send_write(Some(3), WriteKind::Commit)).expect("commit");
     assert_eq!(
         h.writer_json(None, "SELECT group_concat(x) AS v FROM t"),
-        r#"[{"v":"1,4"}]"#
+        r#"[{"v":"1,6,4"}]"#
     );
     let other = rusqlite::Connection::open(&h.path).unwrap();
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
