@@ -149,11 +149,13 @@ export function raceBody<R>(
     reject = rej;
   });
   let onAbort: (() => void) | undefined;
+  let lost = false;
   const stopListening = (): void => {
     if (onAbort !== undefined) signal!.removeEventListener('abort', onAbort);
     onAbort = undefined;
   };
   const lose = (reason: unknown): void => {
+    lost = true;
     stopListening();
     reject(reason);
   };
@@ -162,6 +164,7 @@ export function raceBody<R>(
   // so it wins over a body whose result has not been taken yet (that takes a microtask).
   if (signal !== undefined) {
     if (signal.aborted) {
+      lost = true;
       reject(signal.reason);
     } else {
       onAbort = () => lose(signal.reason);
@@ -169,6 +172,9 @@ export function raceBody<R>(
     }
   }
   onCancel?.(lose);
+  // Lost before it started (a nested transaction's signal aborted while its SAVEPOINT was on
+  // the writer): the body never runs, as a transaction's never does once aborted.
+  if (lost) return outcome;
   let body: Promise<R>;
   try {
     body = Promise.resolve(run());

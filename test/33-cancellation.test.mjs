@@ -526,3 +526,30 @@ test('1000 requests with random abort times: every promise settles with its resu
   assert.deepEqual([...rows].sort((a, b) => a - b), [...landed].sort((a, b) => a - b));
   await db.close();
 });
+
+test('a nested transaction whose signal aborts while its SAVEPOINT is on the writer never runs its body', { timeout: 5000 }, async () => {
+  const db = await tmp.open();
+  try {
+    await db.execute('CREATE TABLE t(v)');
+    const seen = await db.transaction(async (tx) => {
+      const ac = new AbortController();
+      let ran = false;
+      const nested = tx.transaction(() => {
+        ran = true;
+      }, { signal: ac.signal });
+      // The nested call has sent its SAVEPOINT and waits for it (a few microtask turns in).
+      await null;
+      await null;
+      await null;
+      ac.abort(new Error('aborted during the savepoint'));
+      const outcome = await nested.then(
+        () => 'resolved',
+        (e) => e.message,
+      );
+      return { outcome, ran };
+    });
+    assert.deepEqual(seen, { outcome: 'aborted during the savepoint', ran: false });
+  } finally {
+    await db.close();
+  }
+});
