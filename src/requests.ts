@@ -100,8 +100,7 @@ export interface Subscriber {
 /** How long the JS thread polls for the completion of a request it has just sent, once the
  * microtasks queued after the send have run: taking a fast result this way costs less than
  * sleeping in the event loop and being woken for it (experiment 019). 0 on a single CPU,
- * where polling would only keep the thread that does the work from running. The addon
- * shortens it to 20 µs while no write is in flight (experiment 059). */
+ * where polling would only keep the thread that does the work from running. */
 const POLL_MICROS = availableParallelism() > 1 ? 100 : 0;
 /** Microtask hops after a send before polling: an awaiting caller's continuation has run by
  * then, so a request it sends next is in flight too. */
@@ -175,8 +174,6 @@ export class Requests {
    * skips (POLL_BACKOFF). */
   private pollSkips = 0;
   private pollBackoff = POLL_BACKOFF;
-  /** The last poll that was not part of a chain found nothing. */
-  private missedLast = false;
   private native: WeakRef<NativeDatabase> | undefined;
   /** The native database's number for `binding.dbTakeCompletions`. */
   private handle = 0;
@@ -386,17 +383,10 @@ export class Requests {
       // The rest of a batch is not coming fast: the event loop delivers it, and the requests
       // sent next still poll.
       if (chained) return;
-      // One slow result (a read of a page not in memory) is not a slow workload: the next
-      // send polls again, and only a second miss in a row skips (experiment 059).
-      if (!this.missedLast) {
-        this.missedLast = true;
-        return;
-      }
       this.pollSkips = this.pollBackoff;
       this.pollBackoff = Math.min(this.pollBackoff * 2, POLL_BACKOFF_MAX);
       return;
     }
-    this.missedLast = false;
     this.pollBackoff = POLL_BACKOFF;
     this.polledInARow++;
     // More in flight (a batch sent at once, Promise.all): poll for the rest too, rather than

@@ -849,8 +849,7 @@ impl DatabaseState {
         })
     }
 
-    /// Writes the completions that arrive within `max_micros` (at most 1000, or
-    /// `READ_POLL_MAX_MICROS` while no write is in flight) into `scratch`
+    /// Writes the completions that arrive within `max_micros` (at most 1000) into `scratch`
     /// (batch.rs) and returns the array of their other payloads, null when there are none,
     /// or undefined when nothing came (`{ scratch, values }` when the batch had to go into
     /// a new Buffer, see `batch::write`). The JS thread waits briefly for a result it expects
@@ -858,11 +857,9 @@ impl DatabaseState {
     /// the completion callback wakes it.
     pub fn take_completions(&self, env: Env, max_micros: u32, scratch: Unknown) -> Result<Unknown<'static>> {
         guard(&env, || {
+            let max = Duration::from_micros(u64::from(max_micros.min(1000)));
             // A write in flight: the result may come from the writer (see core's spin.rs).
-            let writes = self.db.writes_unfinished();
-            let yield_first = max_micros > 0 && writes;
-            let cap = if writes { 1000 } else { READ_POLL_MAX_MICROS };
-            let max = Duration::from_micros(u64::from(max_micros.min(cap)));
+            let yield_first = max_micros > 0 && self.db.writes_unfinished();
             // SAFETY: the JS thread, with this call's env and a value of this call.
             let taken = unsafe { self.sink.take_within(env.raw(), max, yield_first, scratch.raw()) }
                 .map_err(|status| napi::Error::from_status(Status::from(status)))?;
@@ -905,14 +902,6 @@ impl DatabaseState {
         self.db.write(job).map_err(|e| core_error(env, e))
     }
 }
-
-/// The longest the JS thread waits for a result while only reads are in flight. A point
-/// read comes back within a few microseconds when a reader is free; one that takes longer is
-/// queued behind other reads or runs long, and spinning for it takes the JS thread from
-/// other work (a server's other connections): in an HTTP service loaded with point reads,
-/// 100 µs here served 21k requests/s and 20 µs 29k (docs/experiments/059-short-read-polls.md).
-/// Writes keep the JS side's window (an insert and its commit take longer).
-const READ_POLL_MAX_MICROS: u32 = 20;
 
 // The calls made for every request go through these functions, by the database's number,
 // and not through the class's methods: napi-rs checks a method's receiver by locking a
