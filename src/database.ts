@@ -102,6 +102,11 @@ const FORMATS = [Kind.Rows, Kind.FirstRow, Kind.Bytes, Kind.Describe] as const;
 /** Inline results up to this size reuse one Buffer per database instead of a new one each
  * (docs/experiments/022-inline-reads.md); larger ones arrive in a Buffer of their own. */
 const INLINE_SCRATCH_BYTES = 16 * 1024;
+/** A batch of more sets than this crosses in parts, the first this size, each next one twice
+ * the last, up to BATCH_PART_MAX (docs/experiments/060-batch-in-parts.md): the writer starts
+ * soon, and a part's own cost stays small beside its rows'. */
+const BATCH_FIRST_PART = 64;
+const BATCH_PART_MAX = 4096;
 
 function rejected<T>(err: unknown): Promise<T> {
   return Promise.reject(err);
@@ -143,6 +148,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
   #nextTx = 1;
   /** BEGINs sent whose callers wait for them (`#beginOnWriter`). */
   #begins = 0;
+  /** A batch's parts are being sent (`#sendBatchInParts`). */
+  #sendingBatch = false;
   /** What live queries need from this database. */
   readonly #liveHost: LiveHost;
   /** The transaction holding the writer, with the means to cancel it (forced close). */
@@ -687,6 +694,11 @@ export class Database implements Executor, TransactionHost, StatementHost {
       const ref = this.#sqlRef(sql);
       if (!Array.isArray(paramSets)) throw new TypeError('paramSets must be an array of arrays or objects');
       const stop = stopOf(resolveCallOptions(options, false, this.#timeoutMs), txSignals);
+      // One batch at a time is sent in parts: one started from a getter read while another's
+      // part is prepared goes whole.
+      if (paramSets.length > BATCH_FIRST_PART && !this.#sendingBatch) {
+        return this.#write(Kind.Batch, 'object', (id, c) => this.#sendBatchInParts(id, tx, ref, paramSets, c), stop);
+      }
       // see docs/experiments/005-batch-params.md
       const p = packParamSets(paramSets);
       if (p === undefined) {
@@ -700,6 +712,38 @@ export class Database implements Executor, TransactionHost, StatementHost {
       );
     } catch (err) {
       return rejected(err);
+    }
+  }
+
+  /**
+   * A large batch crosses in parts, all sent now, one after another: the writer runs the
+   * first while the next ones are prepared (docs/experiments/060-batch-in-parts.md). It is
+   * still one request: one transaction or savepoint, one completion. A value that cannot be
+   * bound throws here; the parts already sent are then rolled back, and nothing is committed.
+   */
+  #sendBatchInParts(id: number, tx: number, ref: string | number, sets: readonly unknown[], cancellable: boolean): void {
+    const native = this.#native;
+    const n = sets.length;
+    let to = BATCH_FIRST_PART;
+    this.#sendingBatch = true;
+    let complete = false;
+    let opened = false;
+    try {
+      const first = packParamSets(sets, 0, to);
+      if (first === undefined) native.executeBatch(id, tx, ref, sets, cancellable, to);
+      else native.executeBatchPacked(id, tx, ref, first.setLens, first.tags, first.nums, first.bigs, first.text, first.blobs, cancellable, true);
+      opened = true;
+      for (let size = BATCH_FIRST_PART * 2; to < n; size = Math.min(size * 2, BATCH_PART_MAX)) {
+        const from = to;
+        to = Math.min(n, from + size);
+        const p = packParamSets(sets, from, to);
+        if (p === undefined) native.batchPart(sets, from, to);
+        else native.batchPartPacked(p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs);
+      }
+      complete = true;
+    } finally {
+      this.#sendingBatch = false;
+      if (opened) native.endBatch(complete);
     }
   }
 

@@ -76,23 +76,25 @@ function unsupported(where: string, v: unknown): TypeError {
   );
 }
 
-/** Packs `sets` when every set is an array; undefined otherwise (named sets take the
- * per-value path). Throws TypeError/RangeError for a value that cannot be bound. */
-export function packParamSets(sets: readonly unknown[]): PackedSets | undefined {
+/** Packs `sets[from..to)` when every one of them is an array; undefined otherwise (named sets
+ * take the per-value path). Throws TypeError/RangeError for a value that cannot be bound,
+ * naming it by its index in `sets`. */
+export function packParamSets(sets: readonly unknown[], from = 0, to = sets.length): PackedSets | undefined {
   let total = 0;
   // Each set and its length are read once: a set that grew while its values were read (a
   // getter pushing to it) shifted its extra values into the next sets.
-  const taken: unknown[][] = new Array(sets.length);
-  const setLens = new Uint32Array(sets.length);
-  for (let i = 0; i < sets.length; i++) {
-    const s = sets[i];
+  const count = to - from;
+  const taken: unknown[][] = new Array(count);
+  const setLens = new Uint32Array(count);
+  for (let k = 0; k < count; k++) {
+    const s = sets[from + k];
     if (!Array.isArray(s)) return undefined;
-    taken[i] = s;
-    setLens[i] = s.length;
+    taken[k] = s;
+    setLens[k] = s.length;
     // A sparse set may claim 2^32-1 values: refused before anything is sized by it.
     if (s.length > MAX_PARAMETERS) {
       throw new RangeError(
-        `paramSets[${i}] has ${s.length} elements; a statement takes at most ${MAX_PARAMETERS} parameters`,
+        `paramSets[${from + k}] has ${s.length} elements; a statement takes at most ${MAX_PARAMETERS} parameters`,
       );
     }
     total += s.length;
@@ -104,9 +106,10 @@ export function packParamSets(sets: readonly unknown[]): PackedSets | undefined 
   const blobs: Buffer[] = [];
   let v = 0;
   let textUnits = 0;
-  for (let i = 0; i < taken.length; i++) {
-    const set = taken[i]!;
-    const n = setLens[i]!;
+  for (let k = 0; k < count; k++) {
+    const set = taken[k]!;
+    const n = setLens[k]!;
+    const i = from + k;
     for (let j = 0; j < n; j++, v++) {
       const x = set[j];
       switch (typeof x) {

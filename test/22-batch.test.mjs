@@ -86,3 +86,119 @@ test('a review: arrays for named parameters are refused as in execute(); a set t
   await db.executeBatch('INSERT INTO p VALUES (?, 0, 0)', [[view], [dv]]);
   assert.deepEqual(await db.select('SELECT length(a) AS n, typeof(a) AS t FROM p WHERE b = 0'), [{ n: 0, t: 'blob' }, { n: 0, t: 'blob' }]);
 });
+
+// A batch of more than 64 sets crosses in parts, sent one after another while the writer runs
+// the first (docs/experiments/060-batch-in-parts.md). It must stay one request: exact values,
+// one transaction, errors named by their index in the whole batch, all or nothing.
+
+/** `n` sets cycling through every value type, each tagged with its index. */
+const largeSets = (n) => Array.from({ length: n }, (_, i) => [i, VALUES[i % VALUES.length][1]]);
+
+test('a large batch crosses in parts and arrives exactly as small batches do, in one commit', async (t) => {
+  const db = await openMemory(t, { intMode: 'bigint' });
+  await db.execute('CREATE TABLE a(i, v); CREATE TABLE b(i, v)');
+  const sets = largeSets(20_000);
+  const commits = [];
+  const live = db.stream('SELECT count(*) AS n FROM a');
+  const seen = (async () => {
+    for await (const rows of live) {
+      commits.push(rows[0].n);
+      if (rows[0].n !== 0n) break;
+    }
+  })();
+  while (commits.length === 0) await new Promise((r) => setTimeout(r, 5));
+  assert.deepStrictEqual(await db.executeBatch('INSERT INTO a VALUES (?, ?)', sets), { changes: 20_000 });
+  await seen;
+  assert.deepStrictEqual(commits, [0n, 20_000n], 'readers saw no part before the whole batch');
+  // Batches of 64 sets take the single-part path.
+  for (let i = 0; i < sets.length; i += 64) await db.executeBatch('INSERT INTO b VALUES (?, ?)', sets.slice(i, i + 64));
+  const q = 'SELECT i, typeof(v) AS type, v FROM %t ORDER BY rowid';
+  assert.deepStrictEqual(await db.select(q.replace('%t', 'a')), await db.select(q.replace('%t', 'b')));
+});
+
+test('named sets cross in parts too, and a bad one late in the batch is named by its index', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(a, b)');
+  const sets = Array.from({ length: 5000 }, (_, i) => ({ a: i, b: `v${i}` }));
+  assert.deepStrictEqual(await db.executeBatch('INSERT INTO t VALUES (:a, :b)', sets), { changes: 5000 });
+  assert.deepStrictEqual(await db.select('SELECT count(*) AS n, sum(a) AS s FROM t'), [{ n: 5000, s: (5000 * 4999) / 2 }]);
+  sets[4321] = { a: 1, b: { not: 'bindable' } };
+  const err = await rejectsAsync(() => db.executeBatch('INSERT INTO t VALUES (:a, :b)', sets), TypeError);
+  assert.match(err.message, /paramSets\[4321\]/);
+  assert.deepStrictEqual(await db.select('SELECT count(*) AS n FROM t'), [{ n: 5000 }], 'nothing of the failed batch stayed');
+});
+
+test('a value that cannot be bound late in a large batch rejects naming it; the parts already sent are undone', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(a, b)');
+  const sets = largeSets(10_000).map(([i]) => [i, 'x']);
+  sets[9000] = [9000, Symbol('no')];
+  const typeErr = await rejectsAsync(() => db.executeBatch('INSERT INTO t VALUES (?, ?)', sets), TypeError);
+  assert.match(typeErr.message, /paramSets\[9000\]\[1\]/);
+  sets[9000] = [9000, 2n ** 64n];
+  const rangeErr = await rejectsAsync(() => db.executeBatch('INSERT INTO t VALUES (?, ?)', sets), RangeError);
+  assert.match(rangeErr.message, /paramSets\[9000\]\[1\]/);
+  // A getter that throws: its own error, as the single-part path gives it.
+  const boom = new Error('getter failed');
+  sets[9000] = [9000, 'x'];
+  Object.defineProperty(sets[8000], 1, { get() { throw boom; } });
+  assert.equal(await rejectsAsync(() => db.executeBatch('INSERT INTO t VALUES (?, ?)', sets)), boom);
+  sets[8000] = [8000, 'x'];
+  sets[7000] = [7000];
+  const countErr = await rejectsAsync(() => db.executeBatch('INSERT INTO t VALUES (?, ?)', sets), RangeError);
+  assert.match(countErr.message, /^parameter set 7000:/);
+  assert.deepStrictEqual(await db.select('SELECT count(*) AS n FROM t'), [{ n: 0 }]);
+  // The writer is free and the same batch, mended, goes through.
+  sets[7000] = [7000, 'x'];
+  assert.deepStrictEqual(await db.executeBatch('INSERT INTO t VALUES (?, ?)', sets), { changes: 10_000 });
+});
+
+test('inside a transaction, a large batch that fails undoes only itself', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(a UNIQUE)');
+  const sets = Array.from({ length: 3000 }, (_, i) => [i + 10]);
+  await db.transaction(async (tx) => {
+    await tx.execute('INSERT INTO t VALUES (1)');
+    sets[2500] = [1];
+    const err = await rejectsAsync(() => tx.executeBatch('INSERT INTO t VALUES (?)', sets));
+    assert.equal(err.code, 'SQLITE_CONSTRAINT_UNIQUE');
+    sets[2500] = [{}];
+    await rejectsAsync(() => tx.executeBatch('INSERT INTO t VALUES (?)', sets), TypeError, /paramSets\[2500\]\[0\]/);
+    await tx.execute('INSERT INTO t VALUES (2)');
+  });
+  assert.deepStrictEqual(await db.select('SELECT a FROM t ORDER BY a'), [{ a: 1 }, { a: 2 }]);
+});
+
+test('a large batch cancelled while it runs leaves all of it or none of it', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(a, b)');
+  const sets = Array.from({ length: 200_000 }, (_, i) => [i, 'some text to write']);
+  for (const how of ['signal', 'timeoutMs']) {
+    const ac = new AbortController();
+    const p = db.executeBatch('INSERT INTO t VALUES (?, ?)', sets, how === 'signal' ? { signal: ac.signal } : { timeoutMs: 1 });
+    ac.abort(new Error('stop'));
+    const outcome = await p.then((r) => r.changes, (e) => e);
+    const [{ n }] = await db.select('SELECT count(*) AS n FROM t');
+    if (outcome instanceof Error) assert.equal(n, 0, `${how}: rejected (${outcome.message}) yet rows stayed`);
+    else assert.equal(n, 200_000, `${how}: resolved yet not every row is there`);
+    await db.execute('DELETE FROM t');
+  }
+});
+
+test('a large batch started by a getter while another is sent in parts: each gets exactly its own rows', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE a(i); CREATE TABLE b(i)');
+  const outer = Array.from({ length: 10_000 }, (_, i) => [i]);
+  let inner;
+  Object.defineProperty(outer[3000], 0, {
+    get() {
+      inner ??= db.executeBatch('INSERT INTO b VALUES (?)', Array.from({ length: 5000 }, (_, i) => [-i]));
+      return 3000;
+    },
+  });
+  assert.deepStrictEqual(await db.executeBatch('INSERT INTO a VALUES (?)', outer), { changes: 10_000 });
+  assert.deepStrictEqual(await inner, { changes: 5000 });
+  const sums = 'SELECT count(*) AS n, sum(i) AS s FROM %t';
+  assert.deepStrictEqual(await db.select(sums.replace('%t', 'a')), [{ n: 10_000, s: (10_000 * 9999) / 2 }]);
+  assert.deepStrictEqual(await db.select(sums.replace('%t', 'b')), [{ n: 5000, s: -(5000 * 4999) / 2 }]);
+});

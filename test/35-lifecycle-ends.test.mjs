@@ -116,6 +116,26 @@ test('a Worker terminated mid-transaction releases the write lock at once', { ti
   }
 });
 
+test('a Worker terminated while it sends a large batch in parts rolls back and releases the write lock', { timeout: 20_000 }, async () => {
+  const path = tmp.file();
+  const worker = new Worker(CHILD, { workerData: { mode: 'batch-worker', path } });
+  const message = await new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+    worker.once('exit', (code) => reject(new Error(`worker exited (${code}) early`)));
+  });
+  assert.equal(message, 'sending');
+  await worker.terminate();
+  // The writer of the dead Worker waited for a part that never came, inside BEGIN IMMEDIATE.
+  const db = await Database.open(path, { busyTimeout: 3000 });
+  try {
+    await db.execute("INSERT INTO t(v) VALUES ('main')");
+    assert.deepEqual(await values(db), ['main']);
+  } finally {
+    await db.close();
+  }
+});
+
 test('a Database collected with its transaction open rolls it back and stops its threads', { timeout: 30_000 }, async () => {
   const path = tmp.file();
   const { stdout } = await run(process.execPath, ['--expose-gc', CHILD, 'dropped-tx', path], { timeout: 25_000 });

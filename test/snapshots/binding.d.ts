@@ -19,12 +19,29 @@ export declare class NativeDatabase {
    * refused when larger than `max_bytes` (the largest Buffer).
    */
   serialize(id: number, maxBytes: number, cancellable?: boolean | undefined | null): void
-  executeBatch(id: number, tx: number, sql: unknown, paramSets: unknown, cancellable?: boolean | undefined | null): void
+  /**
+   * `executeBatch` with sets converted value by value. With `first_part_end`, this is a
+   * large batch's first part, its sets before that index: the others follow with
+   * `batch_part`/`batch_part_packed`, then `end_batch` (docs/experiments/060-batch-in-parts.md).
+   */
+  executeBatch(id: number, tx: number, sql: unknown, paramSets: unknown, cancellable?: boolean | undefined | null, firstPartEnd?: number | undefined | null): void
   /**
    * `executeBatch` with positional sets packed by the JS side (experiment 005): a few
    * copies instead of one conversion per value; the JS side has validated every value.
    */
-  executeBatchPacked(id: number, tx: number, sql: unknown, setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Array<Buffer>, cancellable?: boolean | undefined | null): void
+  executeBatchPacked(id: number, tx: number, sql: unknown, setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Array<Buffer>, cancellable?: boolean | undefined | null, inParts?: boolean | undefined | null): void
+  /**
+   * The next part of the batch being sent in parts: `param_sets[from..to)`, converted
+   * value by value.
+   */
+  batchPart(paramSets: unknown, from: number, to: number): void
+  /** The next part of the batch being sent in parts, packed. */
+  batchPartPacked(setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Array<Buffer>): void
+  /**
+   * Ends the batch being sent in parts: `complete`, every part was sent; otherwise (a part
+   * could not be prepared) it rolls back and posts no completion.
+   */
+  endBatch(complete: boolean): void
   /**
    * A nested transaction's savepoint at `depth` (1 = first level). `op`: 0 begins it,
    * 1 releases it, 2 rolls back to it (and releases it).

@@ -9,7 +9,9 @@ use crate::live::LiveQueries;
 use crate::reader::{self, ReadJob, ReaderMsg, SendClock};
 use crate::value::Params;
 use std::time::Duration;
-use crate::writer::{ChangeListener, WriteJob, WriteKind, Writer, WriterMsg};
+use crate::batch_parts::OpenBatch;
+use crate::query::BatchSets;
+use crate::writer::{ChangeListener, TxId, WriteJob, WriteKind, Writer, WriterMsg};
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use rusqlite::Connection;
 use crate::iterate::{IterateJob, Iterators};
@@ -55,6 +57,7 @@ pub struct Abandoner {
     live: LiveQueries,
     cancellation: Arc<Cancellation>,
     iterators: Arc<Iterators>,
+    open_batch: OpenBatch,
 }
 
 impl Abandoner {
@@ -65,6 +68,8 @@ impl Abandoner {
             return;
         }
         self.live.stop();
+        // A batch whose parts were still being sent must not keep the writer waiting for more.
+        self.open_batch.end(false);
         // A reader held by an iterator must come back to its queue to stop.
         self.iterators.end_all(Error::Closed("the database was closed while this iterator was open".into()));
         // A statement that would never end (a runaway query) must not keep the threads.
@@ -196,6 +201,7 @@ impl Database {
             live: live.clone(),
             cancellation: cancellation.clone(),
             iterators: iterators.clone(),
+            open_batch: OpenBatch::default(),
         };
         Ok(Database {
             readers: reader_tx,
@@ -257,6 +263,25 @@ impl Database {
             }
             closed_by_failure()
         })
+    }
+
+    /// Queues a batch (`tx`: its transaction, if any) whose parts after `first` follow with
+    /// `batch_part` and `end_batch` (see batch_parts.rs).
+    pub fn write_batch_in_parts(&self, id: RequestId, tx: Option<TxId>, sql: String, first: BatchSets, cancellable: bool) -> Result<()> {
+        let later = Some(self.abandoner.open_batch.open()?);
+        let job = WriteJob { id, tx, kind: WriteKind::Batch { sql, sets: first, later }, cancellable };
+        self.write(job).inspect_err(|_| self.abandoner.open_batch.end(false))
+    }
+
+    /// The next part of the batch sent with `write_batch_in_parts`.
+    pub fn batch_part(&self, sets: BatchSets) -> Result<()> {
+        self.abandoner.open_batch.send(sets)
+    }
+
+    /// Ends the batch sent with `write_batch_in_parts`: `complete`, every part was sent and it
+    /// may commit; otherwise it rolls back, and completes with nothing (its caller has its answer).
+    pub fn end_batch(&self, complete: bool) {
+        self.abandoner.open_batch.end(complete);
     }
 
     /// Queues a request on the writer. While closing, requests of a transaction that is

@@ -10,6 +10,7 @@
 use quietsqlite_sqlite as _;
 
 pub mod backup;
+pub mod batch_parts;
 pub mod bind;
 pub mod buffer_pool;
 pub mod cancel;

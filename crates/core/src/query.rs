@@ -3,6 +3,7 @@
 
 use crate::bind::bind;
 use crate::encode::{EncodedRows, RowEncoder};
+use crate::batch_parts::LaterParts;
 use crate::error::{Error, Result};
 use crate::json::JsonWriter;
 use crate::raw_statement::{ColumnValues, RawStatement};
@@ -333,6 +334,20 @@ pub enum BatchSets {
     Packed(crate::value::PackedSets),
 }
 
+impl BatchSets {
+    /// How many parameter sets.
+    pub fn len(&self) -> usize {
+        match self {
+            BatchSets::Each(each) => each.len(),
+            BatchSets::Packed(packed) => packed.set_lens.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 impl From<Vec<Params>> for BatchSets {
     fn from(v: Vec<Params>) -> Self {
         BatchSets::Each(v)
@@ -340,12 +355,12 @@ impl From<Vec<Params>> for BatchSets {
 }
 
 /// Prepares once and runs every parameter set, all or nothing: a transaction when none is
-/// open, a savepoint inside one.
-pub fn execute_batch(conn: &Connection, sql: &str, sets: &BatchSets) -> Result<u64> {
+/// open, a savepoint inside one. `later`: the parts that follow `sets` (see batch_parts.rs).
+pub fn execute_batch(conn: &Connection, sql: &str, sets: &BatchSets, later: Option<&LaterParts>) -> Result<u64> {
     let outer = conn.is_autocommit();
     conn.execute_batch(if outer { "BEGIN IMMEDIATE" } else { "SAVEPOINT quietsqlite_batch" })?;
     // Only the caller's statement is under the write rule; the BEGIN/SAVEPOINT around it are ours.
-    let result = under(Rule::Write, || run_sets(conn, sql, sets));
+    let result = under(Rule::Write, || run_sets(conn, sql, sets, later));
     let end = match (&result, outer) {
         (Ok(_), true) => conn.execute_batch("COMMIT"),
         (Ok(_), false) => conn.execute_batch("RELEASE quietsqlite_batch"),
@@ -371,11 +386,36 @@ pub fn execute_batch(conn: &Connection, sql: &str, sets: &BatchSets) -> Result<u
     }
 }
 
-fn run_sets(conn: &Connection, sql: &str, sets: &BatchSets) -> Result<u64> {
+fn run_sets(conn: &Connection, sql: &str, first: &BatchSets, later: Option<&LaterParts>) -> Result<u64> {
     let mut stmt = prepare(conn, sql)?;
     let writes = !stmt.readonly();
     let mut changes = 0;
+    // The index of the part's first set in the whole batch, for errors.
+    let mut base = 0;
+    let mut part = Some(std::borrow::Cow::Borrowed(first));
+    while let Some(sets) = part {
+        run_part(conn, sql, &mut stmt, writes, &sets, base, &mut changes)?;
+        base += sets.len();
+        part = match later {
+            Some(later) => later.next()?.map(std::borrow::Cow::Owned),
+            None => None,
+        };
+    }
+    Ok(changes)
+}
+
+/// Runs one part's sets; `base` is the index of its first set in the batch.
+fn run_part(
+    conn: &Connection,
+    sql: &str,
+    stmt: &mut rusqlite::Statement<'_>,
+    writes: bool,
+    sets: &BatchSets,
+    base: usize,
+    changes: &mut u64,
+) -> Result<()> {
     let mut run = |i: usize, stmt: &mut rusqlite::Statement<'_>, bound: Result<()>| -> Result<()> {
+        let i = base + i;
         let at = |e: Error| match e {
             Error::Range(m) => Error::Range(format!("parameter set {i}: {m}")),
             other => other.with_sql(sql),
@@ -385,7 +425,7 @@ fn run_sets(conn: &Connection, sql: &str, sets: &BatchSets) -> Result<u64> {
         while rows.next().map_err(|e| at(e.into()))?.is_some() {}
         drop(rows);
         if writes {
-            changes += conn.changes();
+            *changes += conn.changes();
         }
         Ok(())
     };
@@ -393,24 +433,24 @@ fn run_sets(conn: &Connection, sql: &str, sets: &BatchSets) -> Result<u64> {
         BatchSets::Each(each) => {
             for (i, params) in each.iter().enumerate() {
                 let bound = bind(&mut *stmt, params);
-                run(i, &mut stmt, bound)?;
+                run(i, &mut *stmt, bound)?;
             }
         }
         BatchSets::Packed(packed) => {
             // Packed sets are arrays: `:b, :a` bound by position swapped the values silently.
             if !packed.set_lens.is_empty() {
                 crate::bind::refuse_named(&*stmt, stmt.parameter_count()).map_err(|e| match e {
-                    Error::Range(m) => Error::Range(format!("parameter set 0: {m}")),
+                    Error::Range(m) => Error::Range(format!("parameter set {base}: {m}")),
                     other => other,
                 })?;
             }
             packed.for_each_set(|i, values| {
                 let bound = crate::bind::bind_refs(&mut *stmt, values);
-                run(i, &mut stmt, bound)
+                run(i, &mut *stmt, bound)
             })?
         }
     }
-    Ok(changes)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -466,7 +506,7 @@ mod tests {
             assert_eq!(execute(&conn, &selects, &Params::None).unwrap().changes, 0);
             for r in [
                 read(&conn, &selects, &Params::None, ReadFormat::Json).map(drop),
-                execute_batch(&conn, &selects, &BatchSets::Each(vec![Params::None])).map(drop),
+                execute_batch(&conn, &selects, &BatchSets::Each(vec![Params::None]), None).map(drop),
             ] {
                 assert!(matches!(r, Err(Error::Range(_))), "{r:?}");
             }

@@ -33,7 +33,8 @@ pub enum WriteKind {
     Execute { sql: String, params: Params },
     /// A read on the writer connection (inside a transaction it sees uncommitted writes).
     Read { sql: String, params: Params, format: ReadFormat },
-    Batch { sql: String, sets: crate::query::BatchSets },
+    /// `later`: the parts after `sets`, when the batch crosses in parts (batch_parts.rs).
+    Batch { sql: String, sets: crate::query::BatchSets, later: Option<crate::batch_parts::LaterParts> },
     /// With `silent`, the caller went on without waiting for it (docs/experiments/058-silent-begin.md):
     /// it completes with nothing when it works. When it fails, the transaction holds the
     /// writer all the same and every later request of it fails with its error (its COMMIT
@@ -117,6 +118,8 @@ pub(crate) struct Writer {
     /// A silent BEGIN that failed, and why: its transaction holds the writer all the same,
     /// and its requests fail with that error until its COMMIT or ROLLBACK arrives.
     failed_begin: Option<(TxId, Error)>,
+    /// The job just handled posts no completion (a batch abandoned by its sender).
+    complete_silently: bool,
     watch: Arc<Watch>,
     deferred: VecDeque<WriterMsg>,
     /// Jobs sent and not yet started, for `diagnostics().queuedWrites`: `Database::write`
@@ -180,6 +183,7 @@ impl Writer {
             reader_count,
             held_by: None,
             failed_begin: None,
+            complete_silently: false,
             watch,
             deferred: VecDeque::new(),
             waiting: Default::default(),
@@ -257,6 +261,9 @@ impl Writer {
                             }
                             self.failed_begin = Some((tx, e));
                         }
+                        continue;
+                    }
+                    if std::mem::take(&mut self.complete_silently) {
                         continue;
                     }
                     self.listener.request_completing();
@@ -451,8 +458,11 @@ impl Writer {
             WriteKind::Read { sql, params, format } => {
                 query::read_on_writer(&self.conn, &sql, &params, format).map(Output::Read)
             }
-            WriteKind::Batch { sql, sets } => {
-                query::execute_batch(&self.conn, &sql, &sets).map(|changes| Output::Batch { changes })
+            WriteKind::Batch { sql, sets, later } => {
+                let out = query::execute_batch(&self.conn, &sql, &sets, later.as_ref());
+                // Its caller already has its answer, or is gone (see LaterParts::abandoned).
+                self.complete_silently = later.is_some_and(|l| l.abandoned());
+                out.map(|changes| Output::Batch { changes })
             }
             WriteKind::Begin { mode, .. } => {
                 let sql = match mode {

@@ -59,13 +59,13 @@ fn batch_floor() {
         let batch = BatchSets::Each(sets.clone());
         let (_d, conn) = fresh();
         let t = Instant::now();
-        execute_batch(&conn, INSERT, &batch).unwrap();
+        execute_batch(&conn, INSERT, &batch, None).unwrap();
         let ours = t.elapsed();
 
         let (_d, conn) = fresh();
         let tracker = quietsqlite_core::hooks::ChangeTracker::install(&conn, Arc::new(AtomicBool::new(false)));
         let t = Instant::now();
-        execute_batch(&conn, INSERT, &batch).unwrap();
+        execute_batch(&conn, INSERT, &batch, None).unwrap();
         let hooked = t.elapsed();
         drop(tracker);
         println!("round {round}: bind+raw_execute {raw:?}; query::execute_batch {ours:?}; with hooks {hooked:?}");
@@ -78,7 +78,7 @@ fn batch_floor() {
 fn read_floor() {
     let (_d, conn) = fresh();
     let batch = BatchSets::Each(rows(1000));
-    execute_batch(&conn, INSERT, &batch).unwrap();
+    execute_batch(&conn, INSERT, &batch, None).unwrap();
     let conn = quietsqlite_core::read_connection::ReadConnection::new(conn, 16);
     let sql = "SELECT * FROM items";
     for round in 0..3 {

@@ -301,6 +301,9 @@ impl NativeDatabase {
         })
     }
 
+    /// `executeBatch` with sets converted value by value. With `first_part_end`, this is a
+    /// large batch's first part, its sets before that index: the others follow with
+    /// `batch_part`/`batch_part_packed`, then `end_batch` (docs/experiments/060-batch-in-parts.md).
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn execute_batch(
@@ -311,13 +314,11 @@ impl NativeDatabase {
         sql: Unknown,
         param_sets: Unknown,
         cancellable: Option<bool>,
+        first_part_end: Option<u32>,
     ) -> Result<()> {
         guard(&env, || {
-            // SAFETY: the JS thread, this call's env, and a value of this call.
-            let sets: Vec<Params> =
-                unsafe { values::to_param_sets(env.raw(), param_sets.raw()) }.map_err(|e| throw(&env, e))?;
-            let sql = self.sql_of(&env, sql)?;
-            self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Each(sets) }, cancellable)
+            let sets = sets_of(&env, param_sets, 0, first_part_end)?;
+            self.send_batch(&env, id, tx, sql, sets, cancellable, first_part_end.is_some())
         })
     }
 
@@ -338,19 +339,50 @@ impl NativeDatabase {
         text: String,
         blobs: Vec<Buffer>,
         cancellable: Option<bool>,
+        in_parts: Option<bool>,
     ) -> Result<()> {
         guard(&env, || {
-            let packed = quietsqlite_core::PackedSets {
-                set_lens: set_lens.to_vec(),
-                tags: tags.to_vec(),
-                nums: nums.to_vec(),
-                bigs: bigs.to_vec(),
-                text: text.into_bytes(),
-                blobs: blobs.iter().map(|b| b.to_vec()).collect(),
-            };
-            packed.check().map_err(|e| core_error(&env, e))?;
-            let sql = self.sql_of(&env, sql)?;
-            self.submit(&env, id, tx, WriteKind::Batch { sql, sets: BatchSets::Packed(packed) }, cancellable)
+            let sets = packed_of(&env, set_lens, tags, nums, bigs, text, blobs)?;
+            self.send_batch(&env, id, tx, sql, sets, cancellable, in_parts == Some(true))
+        })
+    }
+
+    /// The next part of the batch being sent in parts: `param_sets[from..to)`, converted
+    /// value by value.
+    #[napi]
+    pub fn batch_part(&self, env: Env, param_sets: Unknown, from: u32, to: u32) -> Result<()> {
+        guard(&env, || {
+            let sets = sets_of(&env, param_sets, from, Some(to))?;
+            self.db.batch_part(sets).map_err(|e| core_error(&env, e))
+        })
+    }
+
+    /// The next part of the batch being sent in parts, packed.
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn batch_part_packed(
+        &self,
+        env: Env,
+        set_lens: Uint32Array,
+        tags: Uint8Array,
+        nums: Float64Array,
+        bigs: BigInt64Array,
+        text: String,
+        blobs: Vec<Buffer>,
+    ) -> Result<()> {
+        guard(&env, || {
+            let sets = packed_of(&env, set_lens, tags, nums, bigs, text, blobs)?;
+            self.db.batch_part(sets).map_err(|e| core_error(&env, e))
+        })
+    }
+
+    /// Ends the batch being sent in parts: `complete`, every part was sent; otherwise (a part
+    /// could not be prepared) it rolls back and posts no completion.
+    #[napi]
+    pub fn end_batch(&self, env: Env, complete: bool) -> Result<()> {
+        guard(&env, || {
+            self.db.end_batch(complete);
+            Ok(())
         })
     }
 
@@ -897,10 +929,52 @@ impl DatabaseState {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
+    fn send_batch(&self, env: &Env, id: u32, tx: u32, sql: Unknown, sets: BatchSets, cancellable: Option<bool>, in_parts: bool) -> Result<()> {
+        let sql = self.sql_of(env, sql)?;
+        if in_parts {
+            return self
+                .db
+                .write_batch_in_parts(id, tx_of(tx), sql, sets, cancellable.unwrap_or(false))
+                .map_err(|e| core_error(env, e));
+        }
+        self.submit(env, id, tx, WriteKind::Batch { sql, sets, later: None }, cancellable)
+    }
+
     fn submit(&self, env: &Env, id: u32, tx: u32, kind: WriteKind, cancellable: Option<bool>) -> Result<()> {
         let job = WriteJob { id, tx: tx_of(tx), kind, cancellable: cancellable.unwrap_or(false) };
         self.db.write(job).map_err(|e| core_error(env, e))
     }
+}
+
+/// `executeBatch`'s sets from index `from` up to `to` (or the end), converted value by value.
+fn sets_of(env: &Env, param_sets: Unknown, from: u32, to: Option<u32>) -> Result<BatchSets> {
+    // SAFETY: the JS thread, this call's env, and a value of this call.
+    let sets: Vec<Params> =
+        unsafe { values::to_param_sets(env.raw(), param_sets.raw(), from, to) }.map_err(|e| throw(env, e))?;
+    Ok(BatchSets::Each(sets))
+}
+
+/// `executeBatch`'s sets as the JS side packed them, checked for consistency.
+fn packed_of(
+    env: &Env,
+    set_lens: Uint32Array,
+    tags: Uint8Array,
+    nums: Float64Array,
+    bigs: BigInt64Array,
+    text: String,
+    blobs: Vec<Buffer>,
+) -> Result<BatchSets> {
+    let packed = quietsqlite_core::PackedSets {
+        set_lens: set_lens.to_vec(),
+        tags: tags.to_vec(),
+        nums: nums.to_vec(),
+        bigs: bigs.to_vec(),
+        text: text.into_bytes(),
+        blobs: blobs.iter().map(|b| b.to_vec()).collect(),
+    };
+    packed.check().map_err(|e| core_error(env, e))?;
+    Ok(BatchSets::Packed(packed))
 }
 
 // The calls made for every request go through these functions, by the database's number,

@@ -256,14 +256,19 @@ pub unsafe fn to_params(env: sys::napi_env, v: sys::napi_value, label: &str) -> 
     Ok(Params::Named(pairs))
 }
 
-/// `executeBatch` parameter sets: an array of arrays or objects.
-pub unsafe fn to_param_sets(env: sys::napi_env, v: sys::napi_value) -> Result<Vec<Params>, ParamError> {
+/// `executeBatch` parameter sets: an array of arrays or objects; those from index `from` up
+/// to `to` (or its end), named by their index in the whole array. `to` bounds the work:
+/// callers pass at most a part's size beyond `from`.
+pub unsafe fn to_param_sets(env: sys::napi_env, v: sys::napi_value, from: u32, to: Option<u32>) -> Result<Vec<Params>, ParamError> {
     let Some(n) = array_len(env, v)? else {
         return Err(ParamError::Type("paramSets must be an array of arrays or objects".into()));
     };
+    // A range is read as given: sets that went missing since the caller counted them (a
+    // getter shortened the array) are not skipped, they are refused below as undefined.
+    let to = to.unwrap_or(n);
     // A sparse array may claim 2^32-1 sets: grow with the sets actually converted.
-    let mut sets = Vec::with_capacity((n as usize).min(1024));
-    for i in 0..n {
+    let mut sets = Vec::with_capacity((to.saturating_sub(from) as usize).min(1024));
+    for i in from..to {
         let mut item = ptr::null_mut();
         ok(sys::napi_get_element(env, v, i, &mut item))?;
         match type_of(env, item)? {
