@@ -107,6 +107,7 @@ const INLINE_SCRATCH_BYTES = 16 * 1024;
  * soon, and a part's own cost stays small beside its rows'. */
 const BATCH_FIRST_PART = 64;
 const BATCH_PART_MAX = 4096;
+const MAX_ARRAY_LENGTH = 2 ** 32 - 1;
 
 function rejected<T>(err: unknown): Promise<T> {
   return Promise.reject(err);
@@ -697,7 +698,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
       // One batch at a time is sent in parts: one started from a getter read while another's
       // part is prepared goes whole.
       if (paramSets.length > BATCH_FIRST_PART && !this.#sendingBatch) {
-        return this.#write(Kind.Batch, 'object', (id, c) => this.#sendBatchInParts(id, tx, ref, paramSets, c), stop);
+        return this.#write(Kind.Batch, 'object', (id, c) => this.#sendBatchInParts(id, tx, ref, paramSets, c, stop), stop);
       }
       // see docs/experiments/005-batch-params.md
       const p = packParamSets(paramSets);
@@ -721,9 +722,28 @@ export class Database implements Executor, TransactionHost, StatementHost {
    * still one request: one transaction or savepoint, one completion. A value that cannot be
    * bound throws here; the parts already sent are then rolled back, and nothing is committed.
    */
-  #sendBatchInParts(id: number, tx: number, ref: string | number, sets: readonly unknown[], cancellable: boolean): void {
+  #sendBatchInParts(
+    id: number,
+    tx: number,
+    ref: string | number,
+    paramSets: readonly unknown[],
+    cancellable: boolean,
+    stop: Stop | undefined,
+  ): void {
     const native = this.#native;
-    const n = sets.length;
+    // Every set is read once, before anything is sent, as a batch sent whole reads them: a
+    // getter that inserts into `paramSets` while a part is prepared shifts no set into a
+    // later part. (A Proxy may claim any length: an impossible one is refused here.)
+    const n = paramSets.length;
+    if (!(n <= MAX_ARRAY_LENGTH)) throw new RangeError('paramSets claims a length no array can have');
+    const sets: unknown[] = new Array(n);
+    for (let i = 0; i < n; i++) {
+      const set = paramSets[i];
+      // Refused as the addon refuses it, and at once: a sparse array that claims billions of
+      // sets is not walked to its end.
+      if (typeof set !== 'object' || set === null) throw new TypeError(`paramSets[${i}] must be an array or an object`);
+      sets[i] = set;
+    }
     let to = BATCH_FIRST_PART;
     this.#sendingBatch = true;
     let complete = false;
@@ -734,12 +754,16 @@ export class Database implements Executor, TransactionHost, StatementHost {
       else native.executeBatchPacked(id, tx, ref, first.setLens, first.tags, first.nums, first.bigs, first.text, first.blobs, cancellable, true);
       opened = true;
       for (let size = BATCH_FIRST_PART * 2; to < n; size = Math.min(size * 2, BATCH_PART_MAX)) {
+        // Aborted by a getter while the parts are sent: the batch is abandoned (it never
+        // commits), and the request rejects with the signal's reason (Requests.start).
+        if (stop !== undefined && stop.signals.some((s) => s.aborted)) throw new Error('aborted while sent');
         const from = to;
         to = Math.min(n, from + size);
         const p = packParamSets(sets, from, to);
         if (p === undefined) native.batchPart(sets, from, to);
         else native.batchPartPacked(p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs);
       }
+      if (stop !== undefined && stop.signals.some((s) => s.aborted)) throw new Error('aborted while sent');
       complete = true;
     } finally {
       this.#sendingBatch = false;

@@ -260,10 +260,15 @@ export class Requests {
           }
         }
       }
+      // A timeout counts from the call: a large batch runs on the writer while it is sent.
+      const sentAt = stop !== undefined && stop.timeoutMs > 0 ? performance.now() : 0;
       try {
         send(id, stop !== undefined);
       } catch (err) {
-        reject(err);
+        // A signal aborted while the request was sent (by a getter of its parameters) wins:
+        // a send that stops for it throws, and the call rejects with the signal's reason.
+        const aborted = stop?.signals.find((s) => s.aborted);
+        reject(aborted !== undefined ? aborted.reason : err);
         return;
       }
       const p: Pending = {
@@ -276,21 +281,25 @@ export class Requests {
       };
       this.pending.set(id, p);
       if (this.inflight++ === 0 && !this.busy) this.setBusy(true);
-      if (stop !== undefined) this.watch(id, p, stop);
+      if (stop !== undefined) this.watch(id, p, stop, sentAt);
       if (!this.polling && POLL_MICROS > 0) this.pollSoon();
     });
   }
 
-  /** Arms the signals and the timer of a cancellable request. */
-  private watch(id: number, p: Pending, stop: Stop): void {
+  /** Arms the signals and the timer (counting from `sentAt`) of a cancellable request. A
+   * signal aborted while the request was sent (by a getter of its parameters) cancels it now:
+   * its abort event has already fired. */
+  private watch(id: number, p: Pending, stop: Stop, sentAt: number): void {
     const { signals, timeoutMs } = stop;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const stops = signals.map((s) => onAbort(s, () => this.abort(id, p, s.reason)));
-    if (timeoutMs > 0) timer = setTimeout(() => this.abort(id, p, timeoutError()), timeoutMs);
+    if (timeoutMs > 0) timer = setTimeout(() => this.abort(id, p, timeoutError()), Math.max(0, timeoutMs - (performance.now() - sentAt)));
     p.unwatch = () => {
       if (timer !== undefined) clearTimeout(timer);
       for (const stopWatching of stops) stopWatching();
     };
+    const aborted = signals.find((s) => s.aborted);
+    if (aborted !== undefined) this.abort(id, p, aborted.reason);
   }
 
   /**

@@ -202,3 +202,64 @@ test('a large batch started by a getter while another is sent in parts: each get
   assert.deepStrictEqual(await db.select(sums.replace('%t', 'a')), [{ n: 10_000, s: (10_000 * 9999) / 2 }]);
   assert.deepStrictEqual(await db.select(sums.replace('%t', 'b')), [{ n: 5000, s: -(5000 * 4999) / 2 }]);
 });
+
+test('a review: a signal aborted by a getter while a large batch is sent rejects it, and nothing is written', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(a)');
+  for (const n of [65, 10_000]) {
+    const sets = Array.from({ length: n }, (_, i) => [i]);
+    const ac = new AbortController();
+    const reason = new Error('stop');
+    Object.defineProperty(sets[n - 1], 0, { get() { ac.abort(reason); return n - 1; } });
+    assert.equal(await rejectsAsync(() => db.executeBatch('INSERT INTO t VALUES (?)', sets, { signal: ac.signal })), reason);
+    assert.deepStrictEqual(await db.select('SELECT count(*) AS n FROM t'), [{ n: 0 }], `${n} sets`);
+  }
+  // A transaction's signal, aborted the same way, ends the batch and then the transaction.
+  const ac = new AbortController();
+  const sets = Array.from({ length: 1000 }, (_, i) => [i]);
+  Object.defineProperty(sets[900], 0, { get() { ac.abort('tx stop'); return 900; } });
+  let inner;
+  const outer = await rejectsAsync(() =>
+    db.transaction(async (tx) => {
+      inner = await tx.executeBatch('INSERT INTO t VALUES (?)', sets).then(() => 'resolved', (e) => e);
+    }, { signal: ac.signal }),
+  );
+  assert.equal(outer, 'tx stop');
+  assert.equal(inner, 'tx stop');
+  assert.deepStrictEqual(await db.select('SELECT count(*) AS n FROM t'), [{ n: 0 }]);
+});
+
+test('a review: a getter that inserts into paramSets shifts no set: each is read once, before anything is sent', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(a)');
+  const sets = Array.from({ length: 300 }, (_, i) => [i]);
+  Object.defineProperty(sets[30], 0, { get() { sets.unshift([-1]); return 30; } });
+  assert.deepStrictEqual(await db.executeBatch('INSERT INTO t VALUES (?)', sets), { changes: 300 });
+  const rows = await db.select('SELECT a FROM t ORDER BY rowid', [], { rowMode: 'array' });
+  assert.deepStrictEqual(rows.map(([a]) => a), Array.from({ length: 300 }, (_, i) => i));
+});
+
+test('a review: paramSets claiming a length no array has is refused before a set is read', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(a)');
+  for (const length of [Infinity, 2 ** 40, 2 ** 32 + 100]) {
+    let reads = 0;
+    const endless = new Proxy([], {
+      get(target, key) {
+        if (key === 'length') return length;
+        if (typeof key === 'string' && /^\d+$/.test(key)) {
+          if (++reads > 100_000) throw new Error('read too far');
+          return [Number(key)];
+        }
+        return Reflect.get(target, key);
+      },
+    });
+    await rejectsAsync(() => db.executeBatch('INSERT INTO t VALUES (?)', endless), RangeError, /length/);
+    assert.equal(reads, 0);
+  }
+  // A sparse array is refused at its first hole, not walked to its claimed end.
+  const sparse = [[1], [2]];
+  sparse.length = 2 ** 32 - 1;
+  await rejectsAsync(() => db.executeBatch('INSERT INTO t VALUES (?)', sparse), TypeError, /paramSets\[2\] must be an array or an object/);
+  assert.deepStrictEqual(await db.select('SELECT count(*) AS n FROM t'), [{ n: 0 }]);
+});
