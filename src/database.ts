@@ -744,6 +744,10 @@ export class Database implements Executor, TransactionHost, StatementHost {
       if (typeof set !== 'object' || set === null) throw new TypeError(`paramSets[${i}] must be an array or an object`);
       sets[i] = set;
     }
+    // A getter may abort a signal while the parts are sent: the sending stops, the batch is
+    // abandoned (it never commits), and the request rejects with the signal's reason
+    // (Requests.start).
+    const aborted = (): boolean => stop !== undefined && stop.signals.some((s) => s.aborted);
     let to = BATCH_FIRST_PART;
     this.#sendingBatch = true;
     let complete = false;
@@ -753,17 +757,14 @@ export class Database implements Executor, TransactionHost, StatementHost {
       if (first === undefined) native.executeBatch(id, tx, ref, sets, cancellable, to);
       else native.executeBatchPacked(id, tx, ref, first.setLens, first.tags, first.nums, first.bigs, first.text, first.blobs, cancellable, true);
       opened = true;
-      for (let size = BATCH_FIRST_PART * 2; to < n; size = Math.min(size * 2, BATCH_PART_MAX)) {
-        // Aborted by a getter while the parts are sent: the batch is abandoned (it never
-        // commits), and the request rejects with the signal's reason (Requests.start).
-        if (stop !== undefined && stop.signals.some((s) => s.aborted)) throw new Error('aborted while sent');
+      for (let size = BATCH_FIRST_PART * 2; to < n && !aborted(); size = Math.min(size * 2, BATCH_PART_MAX)) {
         const from = to;
         to = Math.min(n, from + size);
         const p = packParamSets(sets, from, to);
         if (p === undefined) native.batchPart(sets, from, to);
         else native.batchPartPacked(p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs);
       }
-      if (stop !== undefined && stop.signals.some((s) => s.aborted)) throw new Error('aborted while sent');
+      if (aborted()) throw new Error('aborted while sent');
       complete = true;
     } finally {
       this.#sendingBatch = false;

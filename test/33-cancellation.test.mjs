@@ -553,3 +553,26 @@ test('a nested transaction whose signal aborts while its SAVEPOINT is on the wri
     await db.close();
   }
 });
+
+test('a signal that a getter of the params aborts while the call sends them cancels the call', { timeout: 5000 }, async () => {
+  const db = await tmp.open();
+  try {
+    const ac = new AbortController();
+    const reason = new Error('aborted by a getter');
+    const params = {
+      get a() {
+        ac.abort(reason);
+        return 1;
+      },
+    };
+    // The params are converted while the read is sent, before its signal is watched: the
+    // abort event has fired by then, and the read must still reject with its reason.
+    const outcome = await db.select('SELECT :a AS a', params, { signal: ac.signal }).then(
+      (rows) => rows,
+      (e) => e,
+    );
+    assert.equal(outcome, reason);
+  } finally {
+    await db.close();
+  }
+});
