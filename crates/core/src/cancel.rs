@@ -175,15 +175,21 @@ impl Watch {
     /// Creates the watch and installs the progress handler that consults it on `conn`.
     pub(crate) fn install(conn: &mut Connection, cancellation: Arc<Cancellation>) -> rusqlite::Result<Arc<Watch>> {
         let watch = Arc::new(Watch { cancellation, armed: AtomicBool::new(false), current: Mutex::new(None) });
-        let seen = watch.clone();
-        conn.progress_handler(PROGRESS_OPS, Some(move || seen.should_interrupt()))?;
+        watch.attach(conn)?;
         Ok(watch)
     }
 
     /// Installs the same watch on a connection that replaces the one it was installed on.
     pub(crate) fn attach(self: &Arc<Self>, conn: &mut Connection) -> rusqlite::Result<()> {
         let seen = self.clone();
-        conn.progress_handler(PROGRESS_OPS, Some(move || seen.should_interrupt()))
+        let mut turns = crate::turns::Turns::new();
+        conn.progress_handler(
+            PROGRESS_OPS,
+            Some(move || {
+                turns.tick();
+                seen.should_interrupt()
+            }),
+        )
     }
 
     fn should_interrupt(&self) -> bool {

@@ -35,6 +35,7 @@ pub mod reader;
 pub mod spin;
 pub mod statement_rules;
 pub mod statements;
+mod turns;
 pub mod value;
 pub mod writer;
 

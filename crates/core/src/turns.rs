@@ -1,0 +1,87 @@
+//! Long statements take turns with the rest of the process: a statement that has run for
+//! `TURN` gives its CPU away once (`sched_yield`), and again after each further `TURN`.
+//!
+//! With more runnable threads than CPUs (readers stepping large reads, the JS thread, the
+//! other programs of the machine), the scheduler lets a running thread use up its slice,
+//! milliseconds, before a thread that has just woken gets its CPU. A point read on another
+//! reader, or the JS thread that must answer it, then waits for that slice. A yield ends the
+//! slice early when another thread is waiting for the CPU, and returns at once when none is
+//! (docs/experiments/062-long-statements-take-turns.md).
+
+use std::time::{Duration, Instant};
+
+/// How long a statement runs before it yields.
+pub(crate) const TURN: Duration = Duration::from_micros(250);
+
+/// A gap between two ticks longer than this means a new statement began: while one runs,
+/// the progress handler is called every `PROGRESS_OPS` instructions, microseconds apart.
+const NEW_STATEMENT_GAP: Duration = Duration::from_micros(100);
+
+/// The turn of the statement that one connection runs; ticked by its progress handler.
+pub(crate) struct Turns {
+    last_tick: Instant,
+    turn_began: Instant,
+}
+
+impl Turns {
+    pub(crate) fn new() -> Turns {
+        let now = Instant::now();
+        Turns { last_tick: now, turn_began: now }
+    }
+
+    /// Gives the CPU away when the running statement's turn is over.
+    pub(crate) fn tick(&mut self) {
+        if self.turn_over(Instant::now()) {
+            std::thread::yield_now();
+            // The next turn begins when this thread has the CPU again.
+            self.turn_began = Instant::now();
+        }
+    }
+
+    /// True when the statement has run for a whole turn since its turn began.
+    fn turn_over(&mut self, now: Instant) -> bool {
+        let new_statement = now.saturating_duration_since(self.last_tick) > NEW_STATEMENT_GAP;
+        self.last_tick = now;
+        if new_statement {
+            self.turn_began = now;
+            return false;
+        }
+        if now.saturating_duration_since(self.turn_began) >= TURN {
+            self.turn_began = now;
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_statement_yields_after_each_turn_and_a_new_one_starts_afresh() {
+        let mut turns = Turns::new();
+        let t0 = turns.last_tick + Duration::from_secs(1);
+        let step = Duration::from_micros(10);
+        // A statement after a pause: its first tick starts its turn.
+        assert!(!turns.turn_over(t0));
+        let mut yields = Vec::new();
+        for i in 1..=60u32 {
+            if turns.turn_over(t0 + step * i) {
+                yields.push(i);
+            }
+        }
+        // Ticks every 10 µs for 600 µs: a yield at 250 µs and at 500 µs.
+        assert_eq!(yields, vec![25, 50]);
+        // A short statement after a gap never yields, however long the thread was busy before.
+        let t1 = t0 + step * 60 + Duration::from_millis(1);
+        for i in 0..20u32 {
+            assert!(!turns.turn_over(t1 + step * i), "tick {i}");
+        }
+        // Ticks that come further apart than the gap are separate statements.
+        let t2 = t1 + Duration::from_millis(5);
+        for i in 0..10u32 {
+            assert!(!turns.turn_over(t2 + Duration::from_micros(150) * i), "tick {i}");
+        }
+    }
+}
