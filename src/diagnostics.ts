@@ -20,9 +20,9 @@ export interface Diagnostics {
   sqliteVersion: string;
   /** The cipher when the database is encrypted, else null. The key never appears. */
   cipher: Cipher | null;
-  /** Reader threads. */
+  /** Reader threads, as opened (`readers`), not counting the spare. */
   readers: number;
-  /** Readers running something (a read, an open iterator, a live-query re-run). */
+  /** Readers running something (a read, an open iterator, a live-query re-run), the spare included. */
   readersBusy: number;
   /** Reads (and live-query re-runs) waiting for a reader. */
   queuedReads: number;

@@ -8,7 +8,7 @@ import type { IntMode, RowMode } from './rows';
 export type PragmaValue = string | number | boolean;
 
 export interface OpenOptions {
-  /** Reader threads; default clamp(cores - 1, 2, 4). */
+  /** Reader threads; default clamp(cores - 1, 2, 4). A spare reader comes on top (docs/api.md, "Readers and the spare"). */
   readers?: number;
   /** Open without a writer; writes reject with SqliteError SQLITE_READONLY. */
   readonly?: boolean;

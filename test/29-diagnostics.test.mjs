@@ -66,18 +66,23 @@ test('readersBusy and queuedReads move with busy readers', async () => {
   const it = db.iterate('SELECT x FROM t', [], { chunkSize: 10 });
   await it.next();
   assert.equal(await busyOnceSettled(db), 1, 'an open iterator holds a reader');
-  // The other reader runs a read that does not end; three reads queue behind it.
+  // The other reader runs a read that does not end, and so does the spare reader (the
+  // second is sent once the first has run long); three reads queue behind them.
   const ac = new AbortController();
-  const runaway = db.select(RUNAWAY, [], { signal: ac.signal });
-  runaway.catch(() => {});
-  // Let the free reader take it (a diagnostics() now would queue behind it too).
-  await sleep(300);
+  const runaways = [];
+  for (let i = 0; i < 2; i++) {
+    runaways.push(db.select(RUNAWAY, [], { signal: ac.signal }).catch(() => {}));
+    // Let a free reader take it, and run it long (a diagnostics() now would queue too).
+    await sleep(300);
+  }
   const queued = [1, 2, 3].map((v) => db.selectOne('SELECT ? AS v', [v]));
   const pending = db.diagnostics();
   ac.abort();
   const d = await within(pending, 'diagnostics behind busy readers', 5000);
-  assert.equal(d.readersBusy, 2);
+  assert.equal(d.readers, 2);
+  assert.equal(d.readersBusy, 3, 'the iterator, a runaway on the other reader, one on the spare');
   assert.equal(d.queuedReads, 3);
+  await Promise.all(runaways);
   assert.deepEqual((await Promise.all(queued)).map((r) => r.v), [1, 2, 3]);
   await it.return();
 });

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { Database, SqliteError } from '../dist/index.mjs';
-import { deferred, exitIfStuck, scratch, settleWithin, sleep } from './fixtures/tx-helpers.mjs';
+import { deferred, exitIfStuck, scratch, settleWithin, sleep, within } from './fixtures/tx-helpers.mjs';
 
 const tmp = scratch('cancel33');
 exitIfStuck();
@@ -160,12 +160,16 @@ test('a signal aborted before the call: every method rejects with signal.reason 
 
 // ---- aborted while queued ----
 
-test('a read queued behind a runaway read (readers: 1) rejects at once when aborted; the runaway is interrupted by its own signal', {
+test('a read queued behind runaway reads (readers: 1, and the spare) rejects at once when aborted; a runaway is interrupted by its own signal', {
   timeout: 10_000,
 }, async () => {
   const db = await fresh({ readers: 1 });
   const runawayAbort = new AbortController();
   const runaway = db.select(RUNAWAY, [], { signal: runawayAbort.signal });
+  await sleep(30);
+  // The reader is in a long statement: this one goes to the spare reader.
+  const spareAbort = new AbortController();
+  const onSpare = db.select(RUNAWAY, [], { signal: spareAbort.signal });
   await sleep(30);
   const ac = new AbortController();
   const queued = db.select('SELECT 1 AS one', [], { signal: ac.signal });
@@ -173,7 +177,7 @@ test('a read queued behind a runaway read (readers: 1) rejects at once when abor
   await sleep(10);
   const reason = new Error('not needed any more');
   ac.abort(reason);
-  // The runaway still holds the only reader: these can only settle by leaving the queue.
+  // The runaways hold the reader and the spare: these can only settle by leaving the queue.
   for (const p of [queued, queuedBytes]) {
     const s = await settled(p, 'the aborted queued read', 1000);
     assert.equal(s.state, 'rejected');
@@ -183,6 +187,9 @@ test('a read queued behind a runaway read (readers: 1) rejects at once when abor
   runawayAbort.abort(stop);
   const r = await settled(runaway, 'the aborted runaway read');
   assert.equal(r.reason, stop, `the runaway rejects with the reason, not ${r.reason}`);
+  const stopSpare = new Error('stop the one on the spare');
+  spareAbort.abort(stopSpare);
+  assert.equal((await settled(onSpare, 'the aborted runaway on the spare')).reason, stopSpare);
   // The one reader serves the next query.
   assert.deepEqual(await db.select('SELECT 2 AS two'), [{ two: 2 }]);
   await db.close();
@@ -575,4 +582,21 @@ test('a signal that a getter of the params aborts while the call sends them canc
   } finally {
     await db.close();
   }
+});
+
+test('a point read answers while every reader runs a query that never ends (the spare reader)', { timeout: 15000 }, async () => {
+  const db = await fresh({ readers: 2 });
+  const ac = new AbortController();
+  const runaways = [db.select(RUNAWAY, [], { signal: ac.signal }), db.select(RUNAWAY, [], { signal: ac.signal })];
+  // Both readers take theirs and run them past a point query's length first.
+  await sleep(50);
+  assert.deepEqual(await within(db.selectOne('SELECT 42 AS v'), 'the point read', 5000), { v: 42 });
+  assert.deepEqual(await within(db.select('SELECT count(*) AS n FROM t'), 'a second read', 5000), [{ n: 0 }]);
+  ac.abort();
+  for (const r of runaways) {
+    const s = await settled(r, 'a runaway read');
+    assert.equal(s.state, 'rejected');
+    assert.equal(s.reason.name, 'AbortError');
+  }
+  await db.close();
 });

@@ -166,6 +166,8 @@ pub(crate) enum Start<'a> {
 /// One connection's view for its progress handler: the ticket of the request it runs.
 pub(crate) struct Watch {
     cancellation: Arc<Cancellation>,
+    /// A reader's state, for sending reads (see reader_queues.rs).
+    reader: Option<Arc<crate::reader_queues::ReaderState>>,
     /// True while `current` holds a ticket: the handler takes no lock otherwise.
     armed: AtomicBool,
     current: Mutex<Option<(RequestId, Arc<Ticket>)>>,
@@ -173,8 +175,12 @@ pub(crate) struct Watch {
 
 impl Watch {
     /// Creates the watch and installs the progress handler that consults it on `conn`.
-    pub(crate) fn install(conn: &mut Connection, cancellation: Arc<Cancellation>) -> rusqlite::Result<Arc<Watch>> {
-        let watch = Arc::new(Watch { cancellation, armed: AtomicBool::new(false), current: Mutex::new(None) });
+    pub(crate) fn install(
+        conn: &mut Connection,
+        cancellation: Arc<Cancellation>,
+        reader: Option<Arc<crate::reader_queues::ReaderState>>,
+    ) -> rusqlite::Result<Arc<Watch>> {
+        let watch = Arc::new(Watch { cancellation, reader, armed: AtomicBool::new(false), current: Mutex::new(None) });
         watch.attach(conn)?;
         Ok(watch)
     }
@@ -183,10 +189,15 @@ impl Watch {
     pub(crate) fn attach(self: &Arc<Self>, conn: &mut Connection) -> rusqlite::Result<()> {
         let seen = self.clone();
         let mut turns = crate::turns::Turns::new();
+        let mut long = self.reader.clone().map(crate::reader_queues::LongWatch::new);
         conn.progress_handler(
             PROGRESS_OPS,
             Some(move || {
-                turns.tick();
+                let now = std::time::Instant::now();
+                if let Some(long) = &mut long {
+                    long.tick(now);
+                }
+                turns.tick(now);
                 seen.should_interrupt()
             }),
         )
@@ -205,6 +216,13 @@ impl Watch {
 
     pub(crate) fn is_stopping(&self) -> bool {
         self.cancellation.is_stopping()
+    }
+
+    /// The reader's job ended.
+    pub(crate) fn job_ended(&self) {
+        if let Some(reader) = &self.reader {
+            reader.job_ended();
+        }
     }
 
     /// Decides whether a dequeued request runs; a request without ticket always does
@@ -262,7 +280,7 @@ mod tests {
     fn connection() -> (Connection, Arc<Cancellation>, Arc<Watch>) {
         let mut conn = Connection::open_in_memory().unwrap();
         let c = Arc::new(Cancellation::default());
-        let w = Watch::install(&mut conn, c.clone()).unwrap();
+        let w = Watch::install(&mut conn, c.clone(), None).unwrap();
         (conn, c, w)
     }
 

@@ -7,6 +7,7 @@ use crate::connection::{open_reader, open_writer, Location, OpenOptions};
 use crate::error::{Error, Result};
 use crate::live::LiveQueries;
 use crate::reader::{self, ReadJob, ReaderMsg, SendClock};
+use crate::reader_queues::{ReaderQueues, ReaderReceivers};
 use crate::value::Params;
 use std::time::Duration;
 use crate::batch_parts::OpenBatch;
@@ -19,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 pub struct Database {
-    readers: Sender<ReaderMsg>,
+    readers: ReaderQueues,
     /// The writer thread's queue; on a read-only database that thread only handles close.
     writer: Sender<WriterMsg>,
     readonly: bool,
@@ -52,7 +53,8 @@ pub struct Database {
 pub struct Abandoner {
     writer: Sender<WriterMsg>,
     done: Arc<AtomicBool>,
-    reader_count: usize,
+    /// Reader threads, the spare included.
+    reader_threads: usize,
     location: Location,
     live: LiveQueries,
     cancellation: Arc<Cancellation>,
@@ -75,7 +77,7 @@ impl Abandoner {
         // A statement that would never end (a runaway query) must not keep the threads.
         self.cancellation.stop_all();
         let location = self.location.clone();
-        let countdown = Countdown::new(1 + self.reader_count, move || location.remove_temporary());
+        let countdown = Countdown::new(1 + self.reader_threads, move || location.remove_temporary());
         if let Err(crossbeam_channel::SendError(WriterMsg::Abandon(c))) = self.writer.send(WriterMsg::Abandon(countdown)) {
             c.finish_now();
         }
@@ -102,7 +104,7 @@ impl Database {
         if opts.readers == 0 {
             return Err(Error::Range("readers must be at least 1".into()));
         }
-        let (reader_tx, reader_rx) = unbounded::<ReaderMsg>();
+
         let (writer_tx, writer_rx) = unbounded::<WriterMsg>();
         let readonly = opts.readonly;
         let opts_readers = opts.readers;
@@ -113,6 +115,7 @@ impl Database {
         let thread_iterators = iterators.clone();
         let busy = Arc::new(AtomicUsize::new(0));
         let thread_busy = busy.clone();
+        let (reader_tx, reader_rx) = ReaderQueues::new(opts.readers, busy.clone());
         let send_clock = Arc::new(SendClock::default());
         let thread_clock = send_clock.clone();
         let writes = WriteGauges::default();
@@ -151,11 +154,11 @@ impl Database {
                         return;
                     }
                 }
-                let started = start(&loc, &opts, reader_rx, thread_sink.clone(), &thread_cancellation, &thread_busy, &thread_clock);
+                let started = start(&loc, &opts, &thread_readers, reader_rx, thread_sink.clone(), &thread_cancellation, &thread_busy, &thread_clock);
                 let writer = match started {
                     Ok(None) => {
                         thread_sink.complete(Completion { id: open_id, result: Ok(Output::Done) });
-                        return run_readonly_control(writer_rx, thread_readers, opts.readers);
+                        return run_readonly_control(writer_rx, thread_readers);
                     }
                     Ok(Some(conn)) => {
                         let reopen = (loc.clone(), opts.clone());
@@ -168,7 +171,6 @@ impl Database {
                             listener,
                             tracking,
                             thread_readers,
-                            opts.readers,
                             thread_cancellation,
                             opts.external_checkpoints,
                             reopen,
@@ -193,10 +195,11 @@ impl Database {
             })
             .map_err(|e| Error::Internal(format!("could not start the writer thread: {e}")))?;
         let reader_count = opts_readers;
+        let reader_threads = reader_tx.threads();
         let abandoner = Abandoner {
             writer: writer_tx.clone(),
             done: Arc::new(AtomicBool::new(false)),
-            reader_count,
+            reader_threads,
             location: location.clone(),
             live: live.clone(),
             cancellation: cancellation.clone(),
@@ -257,7 +260,7 @@ impl Database {
         let ticket = job.cancellable.then(|| self.cancellation.register(job.id));
         let id = job.id;
         let stamp = self.send_clock.stamp();
-        self.readers.send(ReaderMsg::Read(job, ticket, stamp)).map_err(|e| {
+        self.readers.send_read(ReaderMsg::Read(job, ticket, stamp)).map_err(|e| {
             if let ReaderMsg::Read(_, Some(t), _) = e.0 {
                 self.cancellation.unregister(id, &t);
             }
@@ -406,7 +409,8 @@ impl Database {
                 .unwrap_or_else(|p| Err(Error::Internal(crate::completion::panic_message(p))));
             sink.complete(Completion { id, result: result.map(|d| Output::Diagnostics(Box::new(d))) });
         });
-        self.readers.send(ReaderMsg::Task(task)).map_err(|_| closed_by_failure())
+        // Short, like a point read: while every reader is in a long statement, the spare runs it.
+        self.readers.send_read(ReaderMsg::Task(task)).map_err(|_| closed_by_failure())
     }
 
     /// Subscribes to a live query; emissions and errors arrive with `id`.
@@ -458,7 +462,7 @@ impl Database {
         let sink = self.sink.clone();
         let location = self.location.clone();
         let key = self.key.clone();
-        let countdown = Countdown::new(1 + self.reader_count, move || {
+        let countdown = Countdown::new(1 + self.readers.threads(), move || {
             // Every thread is done, backups queued before close() included: the key goes.
             *key.lock().unwrap_or_else(|p| p.into_inner()) = None;
             location.remove_temporary();
@@ -519,40 +523,43 @@ fn closed_by_failure() -> Error {
     Error::Closed("the database is not open (it failed to open or was closed)".into())
 }
 
-/// Opens every connection and starts the readers; returns the writer's connection.
+/// Opens every connection and starts the readers (the spare last); returns the writer's
+/// connection.
 fn start(
     loc: &Location,
     opts: &OpenOptions,
-    reader_rx: Receiver<ReaderMsg>,
+    queues: &ReaderQueues,
+    receivers: ReaderReceivers,
     sink: Arc<dyn CompletionSink>,
     cancellation: &Arc<Cancellation>,
     busy: &Arc<AtomicUsize>,
     clock: &Arc<SendClock>,
 ) -> Result<Option<Connection>> {
     let writer = if opts.readonly { None } else { Some(open_writer(loc, opts)?) };
-    let readers = (0..opts.readers).map(|_| open_reader(loc, opts)).collect::<Result<Vec<_>>>()?;
+    let readers = (0..queues.threads()).map(|_| open_reader(loc, opts)).collect::<Result<Vec<_>>>()?;
+    let spare_index = opts.readers;
     for (i, mut conn) in readers.into_iter().enumerate() {
-        let rx = reader_rx.clone();
+        let spare = i == spare_index;
+        let rx = if spare { receivers.spare.clone() } else { receivers.shared.clone() };
         let s = sink.clone();
         let b = busy.clone();
         let c = clock.clone();
-        let watch = Watch::install(&mut conn, cancellation.clone())?;
+        let watch = Watch::install(&mut conn, cancellation.clone(), Some(queues.reader_state(spare)))?;
         let catalog = opts.catalog.clone();
         let conn = crate::read_connection::ReadConnection::new(conn, opts.statement_cache);
+        let name = if spare { "quietsqlite-reader-spare".to_string() } else { format!("quietsqlite-reader-{i}") };
         std::thread::Builder::new()
-            .name(format!("quietsqlite-reader-{i}"))
+            .name(name)
             .spawn(move || reader::run(conn, watch, rx, s, b, catalog, c))
             .map_err(|e| Error::Internal(format!("could not start a reader thread: {e}")))?;
     }
     Ok(writer)
 }
 
-fn run_readonly_control(control: Receiver<WriterMsg>, readers: Sender<ReaderMsg>, count: usize) {
+fn run_readonly_control(control: Receiver<WriterMsg>, readers: ReaderQueues) {
     while let Ok(msg) = control.recv() {
         if let WriterMsg::Stop(c) | WriterMsg::Abandon(c) = msg {
-            for _ in 0..count {
-                let _ = readers.send(ReaderMsg::Stop(c.clone()));
-            }
+            readers.send_to_each(|| ReaderMsg::Stop(c.clone()));
             c.done();
             return;
         }

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::hooks::ChangeSet;
 use crate::query::{self, ReadFormat, ReadOutput};
 use crate::reader::ReaderMsg;
+use crate::reader_queues::ReaderQueues;
 use crate::value::Params;
 use crate::writer::{ChangeListener, WriterMsg};
 use crossbeam_channel::Sender;
@@ -110,7 +111,7 @@ struct Shared {
     wake: Condvar,
     tracking: Arc<AtomicBool>,
     sink: Arc<dyn CompletionSink>,
-    readers: Sender<ReaderMsg>,
+    readers: ReaderQueues,
     /// Asked every POLL_INTERVAL to look for other processes' commits.
     writer: Option<Sender<WriterMsg>>,
     /// Where a read-only database polls (None for in-memory databases: nobody else writes).
@@ -128,7 +129,7 @@ pub struct LiveQueries {
 impl LiveQueries {
     pub(crate) fn new(
         sink: Arc<dyn CompletionSink>,
-        readers: Sender<ReaderMsg>,
+        readers: ReaderQueues,
         tracking: Arc<AtomicBool>,
         writer: Option<Sender<WriterMsg>>,
         poll_target: Option<(Location, OpenOptions)>,
@@ -399,7 +400,8 @@ impl Shared {
         st.runs += 1;
         let shared = self.clone();
         let task = Box::new(move |conn: &ReadConnection| shared.run(conn, gid, &sql, &params, need_deps));
-        if self.readers.send(ReaderMsg::Task(task)).is_err() {
+        // A re-run is a read: while every reader is in a long statement, the spare runs it.
+        if self.readers.send_read(ReaderMsg::Task(task)).is_err() {
             if let Some(g) = st.groups.get_mut(&gid) {
                 g.running = false;
             }

@@ -231,6 +231,7 @@ pub(crate) fn run(
     // A message taken while deciding whether the snapshot goes on.
     let mut taken: Option<ReaderMsg> = None;
     loop {
+        watch.job_ended();
         let Some(msg) = taken.take().or_else(|| next_message(&queue, SPIN_WINDOW)) else { break };
         let _busy = matches!(msg, ReaderMsg::Read(..) | ReaderMsg::Task(_) | ReaderMsg::Iterate(_)).then(|| Busy::new(&busy));
         match msg {
@@ -343,5 +344,7 @@ fn serve_read(
     .unwrap_or_else(|p| Err(Error::Internal(panic_message(p))));
     let result = crate::error::explain_interrupt(result, running.stopped());
     drop(running);
+    // Free before the completion: a read sent in answer to it may count on this reader.
+    watch.job_ended();
     sink.complete(Completion { id, result });
 }

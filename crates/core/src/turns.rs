@@ -1,5 +1,6 @@
-//! Long statements take turns with the rest of the process: a statement that has run for
-//! `TURN` gives its CPU away once (`sched_yield`), and again after each further `TURN`.
+//! Long statements take turns with the rest of the process: a connection that has run SQL for
+//! `TURN` without a pause gives its CPU away once (`sched_yield`), and again after each further
+//! `TURN`.
 //!
 //! With more runnable threads than CPUs (readers stepping large reads, the JS thread, the
 //! other programs of the machine), the scheduler lets a running thread use up its slice,
@@ -7,17 +8,22 @@
 //! reader, or the JS thread that must answer it, then waits for that slice. A yield ends the
 //! slice early when another thread is waiting for the CPU, and returns at once when none is
 //! (docs/experiments/062-long-statements-take-turns.md).
+//!
+//! The clock is the progress handler, called every `PROGRESS_OPS` instructions. SQLite counts
+//! a statement's instructions over all its runs, so a cached point query calls it too, once in
+//! many runs: a reader kept busy by point queries without a pause of `PAUSE` is
+//! one stretch, and yields like a long statement.
 
 use std::time::{Duration, Instant};
 
-/// How long a statement runs before it yields.
+/// How long a connection runs SQL without a pause before it yields.
 pub(crate) const TURN: Duration = Duration::from_micros(250);
 
-/// A gap between two ticks longer than this means a new statement began: while one runs,
-/// the progress handler is called every `PROGRESS_OPS` instructions, microseconds apart.
-const NEW_STATEMENT_GAP: Duration = Duration::from_micros(100);
+/// A gap between two ticks longer than this is a pause, and starts a new stretch: while a
+/// statement runs, the progress handler is called microseconds apart.
+const PAUSE: Duration = Duration::from_micros(100);
 
-/// The turn of the statement that one connection runs; ticked by its progress handler.
+/// The turn of one connection; ticked by its progress handler.
 pub(crate) struct Turns {
     last_tick: Instant,
     turn_began: Instant,
@@ -29,20 +35,20 @@ impl Turns {
         Turns { last_tick: now, turn_began: now }
     }
 
-    /// Gives the CPU away when the running statement's turn is over.
-    pub(crate) fn tick(&mut self) {
-        if self.turn_over(Instant::now()) {
+    /// Gives the CPU away when the turn is over.
+    pub(crate) fn tick(&mut self, now: Instant) {
+        if self.turn_over(now) {
             std::thread::yield_now();
             // The next turn begins when this thread has the CPU again.
             self.turn_began = Instant::now();
         }
     }
 
-    /// True when the statement has run for a whole turn since its turn began.
+    /// True when a whole turn has passed since the turn began, without a pause.
     fn turn_over(&mut self, now: Instant) -> bool {
-        let new_statement = now.saturating_duration_since(self.last_tick) > NEW_STATEMENT_GAP;
+        let paused = now.saturating_duration_since(self.last_tick) > PAUSE;
         self.last_tick = now;
-        if new_statement {
+        if paused {
             self.turn_began = now;
             return false;
         }

@@ -12,7 +12,7 @@ use crate::connection::{Cipher, Key, Location, OpenOptions};
 use crate::read_connection::ReadConnection;
 use crate::reader::{poll, ReaderMsg, RekeyGate};
 use crate::value::Params;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use rusqlite::Connection;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -112,8 +112,8 @@ pub(crate) struct Writer {
     conn: ReadConnection,
     sink: Arc<dyn CompletionSink>,
     listener: Arc<dyn ChangeListener>,
-    readers: Sender<ReaderMsg>,
-    reader_count: usize,
+    /// The readers' queues, for the messages every reader takes one of (stop, rekey).
+    readers: crate::reader_queues::ReaderQueues,
     held_by: Option<TxId>,
     /// A silent BEGIN that failed, and why: its transaction holds the writer all the same,
     /// and its requests fail with that error until its COMMIT or ROLLBACK arrives.
@@ -157,8 +157,7 @@ impl Writer {
         sink: Arc<dyn CompletionSink>,
         listener: Arc<dyn ChangeListener>,
         tracking: Arc<AtomicBool>,
-        readers: Sender<ReaderMsg>,
-        reader_count: usize,
+        readers: crate::reader_queues::ReaderQueues,
         cancellation: Arc<Cancellation>,
         external_checkpoints: bool,
         reopen: (Location, OpenOptions),
@@ -168,7 +167,7 @@ impl Writer {
         let encrypted = opts.encryption.is_some();
         let cipher = opts.encryption.as_ref().map_or(Cipher::ChaCha20, |k| k.cipher);
         opts.encryption = None;
-        let watch = Watch::install(&mut conn, cancellation)?;
+        let watch = Watch::install(&mut conn, cancellation, None)?;
         let tracker = ChangeTracker::install(&conn, tracking);
         let schema_version = conn.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
         // The baseline for noticing other processes' commits: from the start, so a commit
@@ -180,7 +179,6 @@ impl Writer {
             sink,
             listener,
             readers,
-            reader_count,
             held_by: None,
             failed_begin: None,
             complete_silently: false,
@@ -288,15 +286,12 @@ impl Writer {
                     // Closed after the readers, the writer is that one (unless another
                     // process has the file open); closed before them, the files stayed.
                     let (closed_tx, readers_closed) = crossbeam_channel::bounded::<()>(1);
-                    let each_reader = Countdown::new(self.reader_count, move || {
+                    let each_reader = Countdown::new(self.readers.threads(), move || {
                         let _ = closed_tx.send(());
                     });
-                    for _ in 0..self.reader_count {
-                        if self.readers.send(ReaderMsg::Stop(each_reader.clone())).is_err() {
-                            // No reader thread is left to take it: nothing to wait for.
-                            each_reader.done();
-                        }
-                    }
+                    let not_sent = self.readers.send_to_each(|| ReaderMsg::Stop(each_reader.clone()));
+                    // No reader thread is left to take those: nothing to wait for.
+                    (0..not_sent).for_each(|_| each_reader.done());
                     drop(each_reader);
                     let _ = readers_closed.recv();
                     drop(self);
@@ -546,13 +541,11 @@ impl Writer {
             message: "rekey() ended this iterator: the readers reopen with the new key".into(),
             sql: None,
         });
-        for _ in 0..self.reader_count {
-            if self.readers.send(ReaderMsg::Rekey(gate.clone())).is_err() {
-                return Err(crate::error::closed_by_force());
-            }
+        if self.readers.send_to_each(|| ReaderMsg::Rekey(gate.clone())) > 0 {
+            return Err(crate::error::closed_by_force());
         }
         drop(pausing);
-        gate.wait_parked(self.reader_count);
+        gate.wait_parked(self.readers.threads());
         let outcome = match gate.take_failure() {
             // A reader could not step aside: the file is left as it is.
             Some(e) => Err(e),
@@ -574,7 +567,7 @@ impl Writer {
                 *slot.lock().unwrap_or_else(|p| p.into_inner()) = key.clone();
             }
         }
-        let reader_failure = gate.release(reopen, self.reader_count);
+        let reader_failure = gate.release(reopen, self.readers.threads());
         outcome?;
         // The file's pages were rewritten unless it stays plaintext (rekey(null) on a plain
         // database changes nothing).

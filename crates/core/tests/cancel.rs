@@ -53,6 +53,9 @@ fn queued_requests_are_dropped_and_running_ones_interrupted() {
     let (_dir, db, rx) = open(1);
     read(&db, 1, RUNAWAY, true);
     std::thread::sleep(Duration::from_millis(30));
+    // The reader is in a long statement: this one goes to the spare, which then is too.
+    read(&db, 4, RUNAWAY, true);
+    std::thread::sleep(Duration::from_millis(30));
     read(&db, 2, "SELECT 2", true);
     read(&db, 3, "SELECT 3", false);
     assert_eq!(db.cancel(2), CancelOutcome::Dropped);
@@ -65,6 +68,10 @@ fn queued_requests_are_dropped_and_running_ones_interrupted() {
     let third = next(&rx);
     assert_eq!(third.id, 3);
     assert!(third.result.is_ok());
+    assert_eq!(db.cancel(4), CancelOutcome::Interrupting);
+    let on_spare = next(&rx);
+    assert_eq!(on_spare.id, 4);
+    assert!(is_interrupt(&on_spare.result), "{:?}", on_spare.result);
     assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "no completion for the dropped request");
     // A finished request cannot be cancelled, and the id is unknown again.
     assert_eq!(db.cancel(1), CancelOutcome::Finished);
