@@ -423,9 +423,14 @@ test('a write inside a transaction aborted by its own signal: SQLite rolls the t
 
 // ---- closing ----
 
-test('close({ force: true }) finishes with runaway statements on every reader and the writer', { timeout: 10_000 }, async () => {
+test('close({ force: true }) finishes with runaway statements on every reader, the spare and the writer', { timeout: 10_000 }, async () => {
   const db = await fresh({ readers: 2 });
   const runaways = [db.select(RUNAWAY), db.selectOne(RUNAWAY), db.execute(RUNAWAY_WRITE)];
+  await sleep(30);
+  // Both readers are in long statements: this one goes to the spare reader, so that the
+  // queued read can only wait in the queue.
+  runaways.push(db.selectBytes(RUNAWAY));
+  await sleep(30);
   const queued = [db.select('SELECT 1'), db.execute("INSERT INTO t(v) VALUES ('queued')")];
   for (const p of [...runaways, ...queued]) p.catch(() => {});
   await sleep(50);

@@ -17,6 +17,11 @@ fn emission_rows(h: &Harness, id: u32) -> u32 {
 fn subscribe_emit_suppress_unsubscribe() {
     let h = open(2);
     h.exec("CREATE TABLE t(v INTEGER)");
+    // The writer completes a write before it tells the live queries of it; the next write's
+    // completion means the schema change has been told (the writer is FIFO). Without it, the
+    // subscription below could see that schema change late, and drop the dependencies its
+    // re-run derives while the insert further down commits (a review found the race).
+    h.exec("DELETE FROM t");
     let live = h.db().live();
     let sub = 1000;
     h.db()
