@@ -104,7 +104,6 @@ impl Database {
         if opts.readers == 0 {
             return Err(Error::Range("readers must be at least 1".into()));
         }
-
         let (writer_tx, writer_rx) = unbounded::<WriterMsg>();
         let readonly = opts.readonly;
         let opts_readers = opts.readers;
@@ -409,7 +408,7 @@ impl Database {
                 .unwrap_or_else(|p| Err(Error::Internal(crate::completion::panic_message(p))));
             sink.complete(Completion { id, result: result.map(|d| Output::Diagnostics(Box::new(d))) });
         });
-        // Short, like a point read: while every reader is in a long statement, the spare runs it.
+        // Short, like a point read: the spare may take it (see reader_queues.rs).
         self.readers.send_read(ReaderMsg::Task(task)).map_err(|_| closed_by_failure())
     }
 

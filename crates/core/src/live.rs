@@ -400,7 +400,7 @@ impl Shared {
         st.runs += 1;
         let shared = self.clone();
         let task = Box::new(move |conn: &ReadConnection| shared.run(conn, gid, &sql, &params, need_deps));
-        // A re-run is a read: while every reader is in a long statement, the spare runs it.
+        // A re-run is a read: the spare may take it (see reader_queues.rs).
         if self.readers.send_read(ReaderMsg::Task(task)).is_err() {
             if let Some(g) = st.groups.get_mut(&gid) {
                 g.running = false;

@@ -1,7 +1,8 @@
 //! The readers' queues. The readers share one queue and whichever is free takes from it; one
-//! more reader, the spare, has a queue of its own and gets a read only when no other reader
-//! is free for it and one of them is in a long statement. So a point read does not wait
-//! behind large reads for one of them to end (docs/experiments/063-a-spare-reader.md).
+//! more reader, the spare, has a queue of its own and gets a read only when, as it is sent,
+//! no other reader is free for it and one of them has been on one job for 250 µs. So a point
+//! read need not wait behind large reads for one of them to end. A read stays in the queue it
+//! was sent to (docs/experiments/063-a-spare-reader.md).
 
 use crate::reader::ReaderMsg;
 use crossbeam_channel::{unbounded, Receiver, SendError, Sender};
@@ -130,7 +131,7 @@ impl ReaderState {
 }
 
 /// How long one job runs before its reader counts as in a long statement: as long as a turn
-/// (see turns.rs), so reads of a few hundred rows never send anything to the spare.
+/// (see turns.rs). Shorter jobs are over before a read sent to the spare would gain much.
 const LONG: Duration = crate::turns::TURN;
 
 /// Kept by a reader's progress handler: marks the reader long once the progress handler has
