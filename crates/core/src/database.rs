@@ -24,7 +24,6 @@ pub struct Database {
     /// The writer thread's queue; on a read-only database that thread only handles close.
     writer: Sender<WriterMsg>,
     readonly: bool,
-    reader_count: usize,
     closed: AtomicBool,
     sink: Arc<dyn CompletionSink>,
     live: LiveQueries,
@@ -106,14 +105,12 @@ impl Database {
         }
         let (writer_tx, writer_rx) = unbounded::<WriterMsg>();
         let readonly = opts.readonly;
-        let opts_readers = opts.readers;
         let tracking = Arc::new(AtomicBool::new(false));
         let cancellation = Arc::new(Cancellation::default());
         let thread_cancellation = cancellation.clone();
         let iterators = Arc::new(Iterators::default());
         let thread_iterators = iterators.clone();
         let busy = Arc::new(AtomicUsize::new(0));
-        let thread_busy = busy.clone();
         let (reader_tx, reader_rx) = ReaderQueues::new(opts.readers, busy.clone());
         let send_clock = Arc::new(SendClock::default());
         let thread_clock = send_clock.clone();
@@ -153,7 +150,7 @@ impl Database {
                         return;
                     }
                 }
-                let started = start(&loc, &opts, &thread_readers, reader_rx, thread_sink.clone(), &thread_cancellation, &thread_busy, &thread_clock);
+                let started = start(&loc, &opts, &thread_readers, reader_rx, thread_sink.clone(), &thread_cancellation, &thread_clock);
                 let writer = match started {
                     Ok(None) => {
                         thread_sink.complete(Completion { id: open_id, result: Ok(Output::Done) });
@@ -193,7 +190,6 @@ impl Database {
                 }
             })
             .map_err(|e| Error::Internal(format!("could not start the writer thread: {e}")))?;
-        let reader_count = opts_readers;
         let reader_threads = reader_tx.threads();
         let abandoner = Abandoner {
             writer: writer_tx.clone(),
@@ -209,7 +205,6 @@ impl Database {
             readers: reader_tx,
             writer: writer_tx,
             readonly,
-            reader_count,
             closed: AtomicBool::new(false),
             sink,
             live,
@@ -334,7 +329,7 @@ impl Database {
         self.check_open()?;
         let id = job.id;
         let _submitting = self.iterators.submitting();
-        let queued = crate::iterate::queue(job, &self.iterators, self.reader_count, &self.cancellation)?;
+        let queued = crate::iterate::queue(job, &self.iterators, self.readers.shared_readers(), &self.cancellation)?;
         let ticket = queued.ticket.clone();
         self.readers.send(ReaderMsg::Iterate(Box::new(queued))).map_err(|_| {
             self.iterators.end(id);
@@ -386,7 +381,7 @@ impl Database {
         self.check_open()?;
         let (groups, subscribers, reruns, skipped) = self.live.counts();
         let base = crate::diagnostics::Diagnostics {
-            readers: self.reader_count as u32,
+            readers: self.readers.shared_readers() as u32,
             readers_busy: self.busy.load(Ordering::Acquire) as u32,
             queued_reads: self.readers.len() as u32,
             // Waiting in the channel, or set aside by the writer behind a transaction.
@@ -531,7 +526,6 @@ fn start(
     receivers: ReaderReceivers,
     sink: Arc<dyn CompletionSink>,
     cancellation: &Arc<Cancellation>,
-    busy: &Arc<AtomicUsize>,
     clock: &Arc<SendClock>,
 ) -> Result<Option<Connection>> {
     let writer = if opts.readonly { None } else { Some(open_writer(loc, opts)?) };
@@ -541,7 +535,7 @@ fn start(
         let spare = i == spare_index;
         let rx = if spare { receivers.spare.clone() } else { receivers.shared.clone() };
         let s = sink.clone();
-        let b = busy.clone();
+        let b = queues.busy().clone();
         let c = clock.clone();
         let watch = Watch::install(&mut conn, cancellation.clone(), Some(queues.reader_state(spare)))?;
         let catalog = opts.catalog.clone();

@@ -46,6 +46,16 @@ impl ReaderQueues {
         (queues, ReaderReceivers { shared: shared_rx, spare: spare_rx })
     }
 
+    /// Readers of the shared queue: `readers` as opened.
+    pub(crate) fn shared_readers(&self) -> usize {
+        self.shared_readers
+    }
+
+    /// The count of readers running a job, which each reader keeps.
+    pub(crate) fn busy(&self) -> &Arc<AtomicUsize> {
+        &self.busy
+    }
+
     /// Reader threads in all, the spare included: each takes one `Stop` or `Rekey`.
     pub(crate) fn threads(&self) -> usize {
         self.shared_readers + 1
@@ -104,28 +114,25 @@ pub(crate) struct ReaderState {
 
 impl ReaderState {
     fn mark_long(&self) {
-        if self.long.load(Ordering::Relaxed) {
-            return;
-        }
-        self.long.store(true, Ordering::Relaxed);
-        if self.spare {
-            self.states.spare.store(true, Ordering::Release);
-        } else {
-            self.states.shared.fetch_add(1, Ordering::AcqRel);
-        }
+        self.set_long(true);
     }
 
     /// The job ended (before its completion is sent, so a read sent in answer sees it).
     pub(crate) fn job_ended(&self) {
         self.jobs_ended.store(self.jobs_ended.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
-        if !self.long.load(Ordering::Relaxed) {
+        self.set_long(false);
+    }
+
+    /// Changes the shared counts only when this reader's answer changes.
+    fn set_long(&self, long: bool) {
+        if self.long.load(Ordering::Relaxed) == long {
             return;
         }
-        self.long.store(false, Ordering::Relaxed);
-        if self.spare {
-            self.states.spare.store(false, Ordering::Release);
-        } else {
-            self.states.shared.fetch_sub(1, Ordering::AcqRel);
+        self.long.store(long, Ordering::Relaxed);
+        match (self.spare, long) {
+            (true, _) => self.states.spare.store(long, Ordering::Release),
+            (false, true) => drop(self.states.shared.fetch_add(1, Ordering::AcqRel)),
+            (false, false) => drop(self.states.shared.fetch_sub(1, Ordering::AcqRel)),
         }
     }
 }
