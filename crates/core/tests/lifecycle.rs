@@ -6,8 +6,16 @@ mod common;
 use common::*;
 use quietsqlite_core::WriteKind;
 
+thread_local! {
+    /// All threads of the process when the running scenario began.
+    static PROCESS_BASELINE: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+/// The database's threads once they are gone. A thread just spawned carries its parent's name
+/// until it first runs (std names it from inside), so a count by name alone could see none
+/// left and then one more: the process's count must be back too.
 fn settle_threads(baseline: usize) -> usize {
-    eventually(|| core_threads() <= baseline);
+    eventually(|| core_threads() <= baseline && process_threads() <= PROCESS_BASELINE.get());
     core_threads()
 }
 
@@ -15,6 +23,7 @@ fn settle_threads(baseline: usize) -> usize {
 /// others); each measures against the threads alive when it starts.
 fn scenario(failures: &mut Vec<String>, name: &str, f: impl FnOnce(usize)) {
     let baseline = core_threads();
+    PROCESS_BASELINE.set(process_threads());
     if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(baseline))) {
         let msg = p
             .downcast_ref::<String>()

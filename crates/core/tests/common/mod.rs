@@ -233,6 +233,11 @@ pub fn core_threads() -> usize {
         .count()
 }
 
+/// All threads of this process (Linux only).
+pub fn process_threads() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |dir| dir.count())
+}
+
 /// Open file descriptors of this process that point into `dir`.
 pub fn fds_under(dir: &std::path::Path) -> usize {
     let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
