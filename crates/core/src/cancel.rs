@@ -218,6 +218,13 @@ impl Watch {
         self.cancellation.is_stopping()
     }
 
+    /// A reader starts a read of `sql`.
+    pub(crate) fn read_started(&self, sql: &str) {
+        if let Some(reader) = &self.reader {
+            reader.read_started(sql);
+        }
+    }
+
     /// The reader's job ended.
     pub(crate) fn job_ended(&self) {
         if let Some(reader) = &self.reader {

@@ -31,8 +31,6 @@ pub struct Database {
     abandoner: Abandoner,
     cancellation: Arc<Cancellation>,
     iterators: Arc<Iterators>,
-    /// Readers running something now (diagnostics).
-    busy: Arc<AtomicUsize>,
     /// Stamps reads as they are sent (see `reader::SendClock`).
     send_clock: Arc<SendClock>,
     /// Writes sent and not yet started (diagnostics), and sent and not yet completed.
@@ -110,8 +108,7 @@ impl Database {
         let thread_cancellation = cancellation.clone();
         let iterators = Arc::new(Iterators::default());
         let thread_iterators = iterators.clone();
-        let busy = Arc::new(AtomicUsize::new(0));
-        let (reader_tx, reader_rx) = ReaderQueues::new(opts.readers, busy.clone());
+        let (reader_tx, reader_rx) = ReaderQueues::new(opts.readers);
         let send_clock = Arc::new(SendClock::default());
         let thread_clock = send_clock.clone();
         let writes = WriteGauges::default();
@@ -212,7 +209,6 @@ impl Database {
             abandoner,
             cancellation,
             iterators,
-            busy,
             send_clock,
             writes,
             key,
@@ -382,7 +378,7 @@ impl Database {
         let (groups, subscribers, reruns, skipped) = self.live.counts();
         let base = crate::diagnostics::Diagnostics {
             readers: self.readers.shared_readers() as u32,
-            readers_busy: self.busy.load(Ordering::Acquire) as u32,
+            readers_busy: self.readers.busy() as u32,
             queued_reads: self.readers.len() as u32,
             // Waiting in the channel, or set aside by the writer behind a transaction.
             queued_writes: self.writes.waiting.load(Ordering::Acquire) as u32,
@@ -535,7 +531,7 @@ fn start(
         let spare = i == spare_index;
         let rx = if spare { receivers.spare.clone() } else { receivers.shared.clone() };
         let s = sink.clone();
-        let b = queues.busy().clone();
+        let b = queues.busy_count(spare);
         let c = clock.clone();
         let watch = Watch::install(&mut conn, cancellation.clone(), Some(queues.reader_state(spare)))?;
         let catalog = opts.catalog.clone();

@@ -233,7 +233,8 @@ pub(crate) fn run(
     loop {
         watch.job_ended();
         let Some(msg) = taken.take().or_else(|| next_message(&queue, SPIN_WINDOW)) else { break };
-        let _busy = matches!(msg, ReaderMsg::Read(..) | ReaderMsg::Task(_) | ReaderMsg::Iterate(_)).then(|| Busy::new(&busy));
+        // Ends with the job; a read ends it before its completion is sent (see serve_read).
+        let busy_now = matches!(msg, ReaderMsg::Read(..) | ReaderMsg::Task(_) | ReaderMsg::Iterate(_)).then(|| Busy::new(&busy));
         match msg {
             ReaderMsg::Read(job, ticket, _) => {
                 // Others wait behind this one: one snapshot serves them all.
@@ -243,7 +244,7 @@ pub(crate) fn run(
                         held = Some((now, std::time::Instant::now()));
                     }
                 }
-                serve_read(&conn, &watch, &sink, &catalog, job, ticket);
+                serve_read(&conn, &watch, &sink, &catalog, job, ticket, busy_now);
                 if !conn.holds_snapshot() {
                     // Ended while it ran, to apply a function or extension (`sync_with`).
                     held = None;
@@ -326,6 +327,7 @@ fn serve_read(
     catalog: &crate::functions::Catalog,
     job: ReadJob,
     ticket: Option<Arc<Ticket>>,
+    busy: Option<Busy<'_>>,
 ) {
     let id = job.id;
     let running = match watch.start(id, ticket) {
@@ -336,6 +338,7 @@ fn serve_read(
             return;
         }
     };
+    watch.read_started(&job.sql);
     let result = catch_unwind(AssertUnwindSafe(|| {
         conn.check_usable()?;
         catalog.sync_with(conn, || conn.release_snapshot())?;
@@ -346,5 +349,6 @@ fn serve_read(
     drop(running);
     // Free before the completion: a read sent in answer to it may count on this reader.
     watch.job_ended();
+    drop(busy);
     sink.complete(Completion { id, result });
 }

@@ -1,8 +1,10 @@
 //! The readers' queues. The readers share one queue and whichever is free takes from it; one
 //! more reader, the spare, has a queue of its own and gets a read only when, as it is sent,
-//! no other reader is free for it and one of them has been on one job for 250 µs. So a point
-//! read need not wait behind large reads for one of them to end. A read stays in the queue it
-//! was sent to (docs/experiments/063-a-spare-reader.md).
+//! no other reader is free for it, one of them is in a long statement, and the read's own
+//! statement was not long the last time it ran. So a point read need not wait behind large
+//! reads for one of them to end, and a large read does not take the spare from it. A read
+//! stays in the queue it was sent to (docs/experiments/063-a-spare-reader.md,
+//! 064-the-spare-keeps-to-short-reads.md).
 
 use crate::reader::ReaderMsg;
 use crossbeam_channel::{unbounded, Receiver, SendError, Sender};
@@ -14,10 +16,66 @@ use std::time::{Duration, Instant};
 /// long one ends, read on every send: aligned so that no other data shares its cache line.
 #[repr(align(128))]
 #[derive(Default)]
-struct LongStatements {
+struct LongNow {
     /// Readers of the shared queue.
     shared: AtomicUsize,
     spare: AtomicBool,
+}
+
+/// Statements that were long the last time a reader ran them, one bit per hash of their
+/// text. A collision only keeps a short read from the spare. Read when a read could go to the
+/// spare, written when a statement's answer changes.
+struct KnownLong {
+    bits: [AtomicU64; KNOWN_WORDS],
+}
+
+const KNOWN_WORDS: usize = 64;
+
+impl Default for KnownLong {
+    fn default() -> Self {
+        KnownLong { bits: std::array::from_fn(|_| AtomicU64::new(0)) }
+    }
+}
+
+/// A statement's bit in `KnownLong`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct SqlSlot(u64);
+
+impl SqlSlot {
+    fn of(sql: &str) -> SqlSlot {
+        SqlSlot(xxhash_rust::xxh3::xxh3_64(sql.as_bytes()) % (KNOWN_WORDS as u64 * 64))
+    }
+
+    fn word(self) -> usize {
+        (self.0 / 64) as usize
+    }
+
+    fn mask(self) -> u64 {
+        1 << (self.0 % 64)
+    }
+}
+
+impl KnownLong {
+    fn get(&self, slot: SqlSlot) -> bool {
+        self.bits[slot.word()].load(Ordering::Relaxed) & slot.mask() != 0
+    }
+
+    fn set(&self, slot: SqlSlot, long: bool) {
+        // Most runs change nothing: a load first keeps the line shared.
+        if self.get(slot) != long {
+            if long {
+                self.bits[slot.word()].fetch_or(slot.mask(), Ordering::Relaxed);
+            } else {
+                self.bits[slot.word()].fetch_and(!slot.mask(), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct LongStatements {
+    now: LongNow,
+    known: KnownLong,
 }
 
 /// The queues, cloned by everyone who sends to the readers.
@@ -28,8 +86,9 @@ pub(crate) struct ReaderQueues {
     /// How many readers take from `shared`.
     shared_readers: usize,
     long: Arc<LongStatements>,
-    /// Readers running a job now, the spare included (`diagnostics().readersBusy`).
-    busy: Arc<AtomicUsize>,
+    /// Readers of the shared queue running a job now, and the spare (0 or 1).
+    busy_shared: Arc<AtomicUsize>,
+    busy_spare: Arc<AtomicUsize>,
 }
 
 /// The receiving ends: `shared` for each of the readers, `spare` for the spare.
@@ -39,10 +98,17 @@ pub(crate) struct ReaderReceivers {
 }
 
 impl ReaderQueues {
-    pub(crate) fn new(shared_readers: usize, busy: Arc<AtomicUsize>) -> (ReaderQueues, ReaderReceivers) {
+    pub(crate) fn new(shared_readers: usize) -> (ReaderQueues, ReaderReceivers) {
         let (shared, shared_rx) = unbounded();
         let (spare, spare_rx) = unbounded();
-        let queues = ReaderQueues { shared, spare, shared_readers, long: Arc::default(), busy };
+        let queues = ReaderQueues {
+            shared,
+            spare,
+            shared_readers,
+            long: Arc::default(),
+            busy_shared: Arc::default(),
+            busy_spare: Arc::default(),
+        };
         (queues, ReaderReceivers { shared: shared_rx, spare: spare_rx })
     }
 
@@ -51,9 +117,14 @@ impl ReaderQueues {
         self.shared_readers
     }
 
-    /// The count of readers running a job, which each reader keeps.
-    pub(crate) fn busy(&self) -> &Arc<AtomicUsize> {
-        &self.busy
+    /// The count one reader keeps of itself while it runs a job (`spare`: the spare).
+    pub(crate) fn busy_count(&self, spare: bool) -> Arc<AtomicUsize> {
+        if spare { self.busy_spare.clone() } else { self.busy_shared.clone() }
+    }
+
+    /// Readers running a job now, the spare included (`diagnostics().readersBusy`).
+    pub(crate) fn busy(&self) -> usize {
+        self.busy_shared.load(Ordering::Acquire) + self.busy_spare.load(Ordering::Acquire)
     }
 
     /// Reader threads in all, the spare included: each takes one `Stop` or `Rekey`.
@@ -67,15 +138,15 @@ impl ReaderQueues {
     }
 
     /// A read (or a short task: a live query's re-run, diagnostics) goes to the spare when a
-    /// reader of the shared queue is in a long statement, the spare is not, and no reader is
-    /// left free for it (each runs a job or has one waiting for it); to the shared queue
-    /// otherwise. Point reads alone never reach the spare: the first test fails at once.
+    /// reader of the shared queue is in a long statement, the spare is not, no reader of the
+    /// shared queue is left free for it (each runs a job or has one waiting for it), and its
+    /// statement was not long when it last ran; to the shared queue otherwise. Point reads
+    /// alone never reach the spare: the first test fails at once.
     pub(crate) fn send_read(&self, msg: ReaderMsg) -> Result<(), SendError<ReaderMsg>> {
-        let to_spare = self.long.shared.load(Ordering::Acquire) > 0
-            && !self.long.spare.load(Ordering::Acquire)
-            // `busy` may count the spare: then a free reader is missed, and the read waits
-            // for the spare's short job instead.
-            && self.busy.load(Ordering::Acquire) + self.shared.len() >= self.shared_readers;
+        let to_spare = self.long.now.shared.load(Ordering::Acquire) > 0
+            && !self.long.now.spare.load(Ordering::Acquire)
+            && self.busy_shared.load(Ordering::Acquire) + self.shared.len() >= self.shared_readers
+            && !matches!(&msg, ReaderMsg::Read(job, ..) if self.long.known.get(SqlSlot::of(&job.sql)));
         if to_spare {
             self.spare.send(msg)
         } else {
@@ -97,29 +168,72 @@ impl ReaderQueues {
 
     /// The state of one reader of the shared queue (`spare`: of the spare).
     pub(crate) fn reader_state(&self, spare: bool) -> Arc<ReaderState> {
-        Arc::new(ReaderState { long: AtomicBool::new(false), jobs_ended: AtomicU64::new(0), spare, states: self.long.clone() })
+        Arc::new(ReaderState {
+            long: AtomicBool::new(false),
+            ran_long: AtomicBool::new(false),
+            statement: AtomicU64::new(NO_STATEMENT),
+            jobs_ended: AtomicU64::new(0),
+            spare,
+            states: self.long.clone(),
+        })
     }
 }
 
-/// Whether one reader is in a long statement. Its jobs are numbered as they end; its progress
-/// handler marks it long (`LongWatch`), the reader unmarks it when the job ends. Both run on
-/// the reader's own thread, so a plain load and store do; the shared counts change only when
-/// the answer does.
+/// `ReaderState::statement` when the job is not a read.
+const NO_STATEMENT: u64 = u64::MAX;
+
+/// Whether one reader is in a long statement. Its jobs are numbered as they end. A read whose
+/// statement was long when it last ran marks it long as it starts; otherwise its progress
+/// handler does once the job has run for `LONG` (`LongWatch`), and then records the
+/// statement as long. The reader unmarks itself when the job ends, and a read that ended
+/// short records its statement as short. All of this runs on the reader's own thread, so a
+/// plain load and store do; the shared counts change only when the answer does.
 pub(crate) struct ReaderState {
     long: AtomicBool,
+    /// The progress handler found this job long (not only its statement's record).
+    ran_long: AtomicBool,
+    /// The read's `SqlSlot` (`NO_STATEMENT` for other jobs).
+    statement: AtomicU64,
     jobs_ended: AtomicU64,
     spare: bool,
     states: Arc<LongStatements>,
 }
 
 impl ReaderState {
+    /// A read of `sql` starts.
+    pub(crate) fn read_started(&self, sql: &str) {
+        let slot = SqlSlot::of(sql);
+        self.statement.store(slot.0, Ordering::Relaxed);
+        if self.states.known.get(slot) {
+            self.set_long(true);
+        }
+    }
+
+    fn statement(&self) -> Option<SqlSlot> {
+        let slot = self.statement.load(Ordering::Relaxed);
+        (slot != NO_STATEMENT).then_some(SqlSlot(slot))
+    }
+
     fn mark_long(&self) {
+        if !self.ran_long.load(Ordering::Relaxed) {
+            self.ran_long.store(true, Ordering::Relaxed);
+            if let Some(slot) = self.statement() {
+                self.states.known.set(slot, true);
+            }
+        }
         self.set_long(true);
     }
 
     /// The job ended (before its completion is sent, so a read sent in answer sees it).
     pub(crate) fn job_ended(&self) {
         self.jobs_ended.store(self.jobs_ended.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        if let Some(slot) = self.statement() {
+            if !self.ran_long.load(Ordering::Relaxed) {
+                self.states.known.set(slot, false);
+            }
+            self.statement.store(NO_STATEMENT, Ordering::Relaxed);
+        }
+        self.ran_long.store(false, Ordering::Relaxed);
         self.set_long(false);
     }
 
@@ -129,10 +243,11 @@ impl ReaderState {
             return;
         }
         self.long.store(long, Ordering::Relaxed);
+        let now = &self.states.now;
         match (self.spare, long) {
-            (true, _) => self.states.spare.store(long, Ordering::Release),
-            (false, true) => drop(self.states.shared.fetch_add(1, Ordering::AcqRel)),
-            (false, false) => drop(self.states.shared.fetch_sub(1, Ordering::AcqRel)),
+            (true, _) => now.spare.store(long, Ordering::Release),
+            (false, true) => drop(now.shared.fetch_add(1, Ordering::AcqRel)),
+            (false, false) => drop(now.shared.fetch_sub(1, Ordering::AcqRel)),
         }
     }
 }
@@ -178,8 +293,8 @@ mod tests {
 
     #[test]
     fn a_read_goes_to_the_spare_only_when_no_reader_is_free_and_one_is_long() {
-        let busy = Arc::new(AtomicUsize::new(0));
-        let (queues, rx) = ReaderQueues::new(2, busy.clone());
+        let (queues, rx) = ReaderQueues::new(2);
+        let busy = queues.busy_count(false);
         let (a, b, spare) = (queues.reader_state(false), queues.reader_state(false), queues.reader_state(true));
         let read = || ReaderMsg::Panic(1);
         let send_to_spare = || {
@@ -198,6 +313,9 @@ mod tests {
         assert!(send_to_spare(), "both busy, one long");
         busy.store(1, Ordering::SeqCst);
         assert!(!send_to_spare(), "one is free");
+        queues.busy_count(true).store(1, Ordering::SeqCst);
+        assert!(!send_to_spare(), "one is free, whatever the spare does");
+        queues.busy_count(true).store(0, Ordering::SeqCst);
         // A read waiting in the shared queue takes the free one.
         queues.send_read(read()).unwrap();
         queues.send_read(read()).unwrap();
@@ -215,14 +333,65 @@ mod tests {
         assert!(rx.shared.is_empty() && rx.spare.is_empty());
     }
 
+    fn read(sql: &str) -> ReaderMsg {
+        let job = crate::reader::ReadJob {
+            id: 1,
+            sql: sql.into(),
+            params: Default::default(),
+            format: crate::query::ReadFormat::Json,
+            cancellable: false,
+        };
+        ReaderMsg::Read(job, None, 0)
+    }
+
+    #[test]
+    fn a_statement_that_was_long_when_it_last_ran_does_not_take_the_spare() {
+        const LARGE: &str = "SELECT * FROM items";
+        const POINT: &str = "SELECT * FROM items WHERE id = ?";
+        let (queues, rx) = ReaderQueues::new(2);
+        let (a, b) = (queues.reader_state(false), queues.reader_state(false));
+        queues.busy_count(false).store(2, Ordering::SeqCst);
+        let goes_to_spare = |sql| {
+            queues.send_read(read(sql)).unwrap();
+            match (rx.shared.try_recv().is_ok(), rx.spare.try_recv().is_ok()) {
+                (false, true) => true,
+                (true, false) => false,
+                other => panic!("one queue, one message: {other:?}"),
+            }
+        };
+        // Reader a runs LARGE past `LONG`: the statement is known long from then on.
+        a.read_started(LARGE);
+        a.mark_long();
+        assert!(!goes_to_spare(LARGE), "known long: it waits for a reader of the shared queue");
+        assert!(goes_to_spare(POINT));
+        a.job_ended();
+        assert!(!goes_to_spare(POINT), "nobody is long");
+        // Reader b starts LARGE: long at once, before its progress handler says so.
+        b.read_started(LARGE);
+        assert!(goes_to_spare(POINT));
+        // This time LARGE ended short: it may take the spare again.
+        b.job_ended();
+        a.read_started("SELECT * FROM other");
+        a.mark_long();
+        assert!(goes_to_spare(LARGE), "LARGE was short when it last ran");
+        b.read_started(LARGE);
+        b.mark_long();
+        b.job_ended();
+        // A job that is not a read (a task) changes no statement's record.
+        b.job_ended();
+        assert!(!goes_to_spare(LARGE));
+        assert!(goes_to_spare(POINT));
+        assert!(rx.shared.is_empty() && rx.spare.is_empty());
+    }
+
     #[test]
     fn a_reader_is_long_once_one_job_has_run_for_a_turn() {
-        let (queues, _rx) = ReaderQueues::new(2, Arc::default());
+        let (queues, _rx) = ReaderQueues::new(2);
         let state = queues.reader_state(false);
         let mut watch = LongWatch::new(state.clone());
         let t0 = Instant::now();
         let step = Duration::from_micros(10);
-        let long = || queues.long.shared.load(Ordering::SeqCst);
+        let long = || queues.long.now.shared.load(Ordering::SeqCst);
         // A cached point query calls the handler once in many runs: one call per job.
         for i in 0..100u32 {
             watch.tick(t0 + step * i);
@@ -247,7 +416,7 @@ mod tests {
 
     #[test]
     fn every_thread_gets_one_control_message() {
-        let (queues, rx) = ReaderQueues::new(3, Arc::default());
+        let (queues, rx) = ReaderQueues::new(3);
         assert_eq!(queues.threads(), 4);
         let countdown = Countdown::new(4, || {});
         assert_eq!(queues.send_to_each(|| ReaderMsg::Stop(countdown.clone())), 0);

@@ -10,6 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const RUNAWAY: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c";
+/// Another text that never ends either. A statement that ran long before never goes to the
+/// spare reader, so a test that holds the spare with a runaway sends it this one.
+const RUNAWAY_FOR_SPARE: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT max(x) FROM c";
 
 struct Sink(Mutex<Sender<Completion>>);
 
@@ -54,7 +57,7 @@ fn queued_requests_are_dropped_and_running_ones_interrupted() {
     read(&db, 1, RUNAWAY, true);
     std::thread::sleep(Duration::from_millis(30));
     // The reader is in a long statement: this one goes to the spare, which then is too.
-    read(&db, 4, RUNAWAY, true);
+    read(&db, 4, RUNAWAY_FOR_SPARE, true);
     std::thread::sleep(Duration::from_millis(30));
     read(&db, 2, "SELECT 2", true);
     read(&db, 3, "SELECT 3", false);
@@ -142,7 +145,7 @@ fn stop_all_lets_close_finish_behind_runaway_statements() {
     std::thread::sleep(Duration::from_millis(30));
     // Both readers are in long statements: this one goes to the spare reader, so that the
     // read after it can only wait in the queue.
-    read(&db, 7, RUNAWAY, false);
+    read(&db, 7, RUNAWAY_FOR_SPARE, false);
     std::thread::sleep(Duration::from_millis(30));
     execute(&db, 4, &format!("INSERT INTO t(v) {RUNAWAY}"), false);
     read(&db, 5, "SELECT 1", false);
