@@ -167,7 +167,7 @@ pub(crate) enum Start<'a> {
 pub(crate) struct Watch {
     cancellation: Arc<Cancellation>,
     /// A reader's state, for sending reads (see reader_queues.rs).
-    reader: Option<Arc<crate::reader_queues::ReaderState>>,
+    reader: Option<Arc<crate::long_reads::ReaderState>>,
     /// True while `current` holds a ticket: the handler takes no lock otherwise.
     armed: AtomicBool,
     current: Mutex<Option<(RequestId, Arc<Ticket>)>>,
@@ -178,7 +178,7 @@ impl Watch {
     pub(crate) fn install(
         conn: &mut Connection,
         cancellation: Arc<Cancellation>,
-        reader: Option<Arc<crate::reader_queues::ReaderState>>,
+        reader: Option<Arc<crate::long_reads::ReaderState>>,
     ) -> rusqlite::Result<Arc<Watch>> {
         let watch = Arc::new(Watch { cancellation, reader, armed: AtomicBool::new(false), current: Mutex::new(None) });
         watch.attach(conn)?;
@@ -189,7 +189,7 @@ impl Watch {
     pub(crate) fn attach(self: &Arc<Self>, conn: &mut Connection) -> rusqlite::Result<()> {
         let seen = self.clone();
         let mut turns = crate::turns::Turns::new();
-        let mut long = self.reader.clone().map(crate::reader_queues::LongWatch::new);
+        let mut long = self.reader.clone().map(crate::long_reads::LongWatch::new);
         conn.progress_handler(
             PROGRESS_OPS,
             Some(move || {
@@ -218,17 +218,17 @@ impl Watch {
         self.cancellation.is_stopping()
     }
 
-    /// A reader starts a read of `sql`.
-    pub(crate) fn read_started(&self, sql: &str) {
+    /// A reader's job runs the statement `key` (see long_reads.rs).
+    pub(crate) fn runs(&self, key: crate::long_reads::StatementKey) {
         if let Some(reader) = &self.reader {
-            reader.read_started(sql);
+            reader.runs(key);
         }
     }
 
-    /// The reader's job ended.
-    pub(crate) fn job_ended(&self) {
+    /// The reader's job ended (`completed`: without an error).
+    pub(crate) fn job_ended(&self, completed: bool) {
         if let Some(reader) = &self.reader {
-            reader.job_ended();
+            reader.job_ended(completed);
         }
     }
 

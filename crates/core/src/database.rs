@@ -347,7 +347,7 @@ impl Database {
         // the two has changed the file (readers reopen before they take later tasks).
         let task: reader::ReaderTask =
             Box::new(move |conn| crate::backup::run(conn, job, crate::backup::current_key(&slot), stops, &*sink));
-        self.readers.send(ReaderMsg::Task(task)).map_err(|_| {
+        self.readers.send(ReaderMsg::Task(task, None)).map_err(|_| {
             if let Some(t) = &ticket {
                 self.cancellation.unregister(id, t);
             }
@@ -400,7 +400,7 @@ impl Database {
             sink.complete(Completion { id, result: result.map(|d| Output::Diagnostics(Box::new(d))) });
         });
         // Short, like a point read: the spare may take it (see reader_queues.rs).
-        self.readers.send_read(ReaderMsg::Task(task)).map_err(|_| closed_by_failure())
+        self.readers.send_read(ReaderMsg::Task(task, None)).map_err(|_| closed_by_failure())
     }
 
     /// Subscribes to a live query; emissions and errors arrive with `id`.
@@ -426,6 +426,11 @@ impl Database {
 
     pub fn live(&self) -> &LiveQueries {
         &self.live
+    }
+
+    /// Test hook: how many readers (the spare not counted) are in a long job now.
+    pub fn long_readers_for_tests(&self) -> usize {
+        self.readers.long_shared_readers()
     }
 
     /// Test hook: a reader panics while serving request `id`.
@@ -531,7 +536,7 @@ fn start(
         let spare = i == spare_index;
         let rx = if spare { receivers.spare.clone() } else { receivers.shared.clone() };
         let s = sink.clone();
-        let b = queues.busy_count(spare);
+        let b = queues.busy_counter(spare);
         let c = clock.clone();
         let watch = Watch::install(&mut conn, cancellation.clone(), Some(queues.reader_state(spare)))?;
         let catalog = opts.catalog.clone();

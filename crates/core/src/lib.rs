@@ -32,6 +32,7 @@ pub mod query;
 mod raw_statement;
 pub mod read_connection;
 pub mod reader;
+mod long_reads;
 mod reader_queues;
 pub mod spin;
 pub mod statement_rules;

@@ -399,9 +399,11 @@ impl Shared {
         let need_deps = g.deps.is_none();
         st.runs += 1;
         let shared = self.clone();
+        let key = crate::long_reads::StatementKey::of(&sql);
         let task = Box::new(move |conn: &ReadConnection| shared.run(conn, gid, &sql, &params, need_deps));
-        // A re-run is a read: the spare may take it (see reader_queues.rs).
-        if self.readers.send_read(ReaderMsg::Task(task)).is_err() {
+        // A re-run is a read: the spare may take it unless its statement ran long (see
+        // reader_queues.rs).
+        if self.readers.send_read(ReaderMsg::Task(task, Some(key))).is_err() {
             if let Some(g) = st.groups.get_mut(&gid) {
                 g.running = false;
             }

@@ -30,7 +30,9 @@ pub type ReaderTask = Box<dyn FnOnce(&ReadConnection) + Send>;
 pub(crate) enum ReaderMsg {
     /// A request, its ticket, and its stamp from the `SendClock`.
     Read(ReadJob, Option<Arc<Ticket>>, u64),
-    Task(ReaderTask),
+    /// A task, and the key of the statement it runs, if it runs one (a live query's re-run):
+    /// a statement known to be long keeps it off the spare, and its run is recorded.
+    Task(ReaderTask, Option<crate::long_reads::StatementKey>),
     /// An iterator: holds this reader until it ends (see `iterate`).
     Iterate(Box<crate::iterate::Queued>),
     /// Test hook: proves a panic becomes an error, not a crash.
@@ -199,13 +201,19 @@ pub(crate) fn poll<T>(
     .unwrap_or(Err(crossbeam_channel::TryRecvError::Empty))
 }
 
-/// Counts a reader as busy while it holds one (`diagnostics().readersBusy`).
+/// Counts a reader as busy while it holds a job: `diagnostics().readersBusy`, and whether a
+/// read may go to the spare (reader_queues.rs).
 struct Busy<'a>(&'a AtomicUsize);
 
 impl<'a> Busy<'a> {
     fn new(n: &'a AtomicUsize) -> Self {
         n.fetch_add(1, Ordering::AcqRel);
         Busy(n)
+    }
+
+    /// Counts the reader busy if `msg` is a job (control messages are not).
+    fn for_job(msg: &ReaderMsg, n: &'a AtomicUsize) -> Option<Self> {
+        matches!(msg, ReaderMsg::Read(..) | ReaderMsg::Task(..) | ReaderMsg::Iterate(_)).then(|| Busy::new(n))
     }
 }
 
@@ -228,13 +236,20 @@ pub(crate) fn run(
     // stamped below that clock run inside it, and only for `SNAPSHOT_SPAN`; anything else
     // releases it first.
     let mut held: Option<(u64, std::time::Instant)> = None;
-    // A message taken while deciding whether the snapshot goes on.
-    let mut taken: Option<ReaderMsg> = None;
+    // A message taken while deciding whether the snapshot goes on, counted busy from then.
+    let mut taken: Option<(ReaderMsg, Option<Busy>)> = None;
     loop {
-        watch.job_ended();
-        let Some(msg) = taken.take().or_else(|| next_message(&queue, SPIN_WINDOW)) else { break };
-        // Ends with the job; a read ends it before its completion is sent (see serve_read).
-        let busy_now = matches!(msg, ReaderMsg::Read(..) | ReaderMsg::Task(_) | ReaderMsg::Iterate(_)).then(|| Busy::new(&busy));
+        watch.job_ended(false);
+        // The count ends with the job; a read ends it before its completion is sent (see
+        // serve_read).
+        let (msg, busy_now) = match taken.take() {
+            Some(t) => t,
+            None => {
+                let Some(msg) = next_message(&queue, SPIN_WINDOW) else { break };
+                let b = Busy::for_job(&msg, &busy);
+                (msg, b)
+            }
+        };
         match msg {
             ReaderMsg::Read(job, ticket, _) => {
                 // Others wait behind this one: one snapshot serves them all.
@@ -250,19 +265,18 @@ pub(crate) fn run(
                     held = None;
                 }
                 if let Some((horizon, since)) = held {
-                    match queue.try_recv() {
-                        Ok(ReaderMsg::Read(job, ticket, stamp))
-                            if stamp < horizon && since.elapsed() < SNAPSHOT_SPAN =>
-                        {
-                            taken = Some(ReaderMsg::Read(job, ticket, stamp));
-                        }
-                        other => {
-                            conn.release_snapshot();
-                            held = None;
-                            // Disconnected: the next receive ends the loop.
-                            taken = other.ok();
-                        }
+                    let next = queue.try_recv().ok().map(|m| {
+                        let b = Busy::for_job(&m, &busy);
+                        (m, b)
+                    });
+                    let goes_on = matches!(&next, Some((ReaderMsg::Read(_, _, stamp), _))
+                        if *stamp < horizon && since.elapsed() < SNAPSHOT_SPAN);
+                    if !goes_on {
+                        conn.release_snapshot();
+                        held = None;
                     }
+                    // Nothing (or disconnected): the next receive waits or ends the loop.
+                    taken = next;
                 }
             }
             ReaderMsg::Iterate(q) => {
@@ -294,13 +308,17 @@ pub(crate) fn run(
                 }
                 drop(running);
             }
-            ReaderMsg::Task(task) => {
+            ReaderMsg::Task(task, statement) => {
+                if let Some(key) = statement {
+                    watch.runs(key);
+                }
                 // A task reports its own outcome; a panic in it must not kill the reader. A
                 // function or extension that failed to apply fails the task's query itself.
-                let _ = catch_unwind(AssertUnwindSafe(|| {
+                let ran = catch_unwind(AssertUnwindSafe(|| {
                     let _ = catalog.sync(&conn);
                     task(&conn)
                 }));
+                watch.job_ended(ran.is_ok());
             }
             ReaderMsg::Panic(id) => {
                 let result = catch_unwind(|| -> crate::Result<Output> {
@@ -338,7 +356,7 @@ fn serve_read(
             return;
         }
     };
-    watch.read_started(&job.sql);
+    watch.runs(crate::long_reads::StatementKey::of(&job.sql));
     let result = catch_unwind(AssertUnwindSafe(|| {
         conn.check_usable()?;
         catalog.sync_with(conn, || conn.release_snapshot())?;
@@ -348,7 +366,47 @@ fn serve_read(
     let result = crate::error::explain_interrupt(result, running.stopped());
     drop(running);
     // Free before the completion: a read sent in answer to it may count on this reader.
-    watch.job_ended();
+    watch.job_ended(result.is_ok());
     drop(busy);
     sink.complete(Completion { id, result });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Records, for each completion, how many readers counted themselves busy as it was sent.
+    struct BusyAtCompletion {
+        busy: Arc<AtomicUsize>,
+        seen: Mutex<Vec<(RequestId, usize)>>,
+    }
+
+    impl CompletionSink for BusyAtCompletion {
+        fn complete(&self, completion: Completion) {
+            self.seen.lock().unwrap().push((completion.id, self.busy.load(Ordering::SeqCst)));
+        }
+    }
+
+    #[test]
+    fn a_reader_is_free_before_its_completion_is_sent() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let watch = Watch::install(&mut conn, Arc::default(), None).unwrap();
+        let busy = Arc::new(AtomicUsize::new(0));
+        let sink = Arc::new(BusyAtCompletion { busy: busy.clone(), seen: Mutex::default() });
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let read = |id| {
+            let job = ReadJob { id, sql: "SELECT 1".into(), params: Params::None, format: ReadFormat::Json, cancellable: false };
+            ReaderMsg::Read(job, None, 0)
+        };
+        tx.send(read(1)).unwrap();
+        tx.send(read(2)).unwrap();
+        let stopped = Countdown::new(1, || {});
+        tx.send(ReaderMsg::Stop(stopped)).unwrap();
+        let conn = ReadConnection::new(conn, 8);
+        let (s, b) = (sink.clone(), busy.clone());
+        std::thread::spawn(move || run(conn, watch, rx, s, b, Arc::default(), Arc::default())).join().unwrap();
+        assert_eq!(*sink.seen.lock().unwrap(), vec![(1, 0), (2, 0)]);
+        assert_eq!(busy.load(Ordering::SeqCst), 0);
+    }
 }

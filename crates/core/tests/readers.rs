@@ -41,15 +41,23 @@ fn a_fast_read_passes_a_long_one_on_the_spare() {
     h.close();
 }
 
+/// Waits until `n` readers (the spare not counted) are in a long job.
+fn until_long(h: &Harness, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while h.db().long_readers_for_tests() != n {
+        assert!(std::time::Instant::now() < deadline, "{n} readers never were in a long job");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn a_read_long_when_it_last_ran_leaves_the_spare_to_a_fast_one() {
     // One reader, in a long statement. The same statement sent again waits for that reader
     // rather than taking the spare, so the spare is free for the fast read.
     let h = open(1);
     let slow = h.send_read(SLOW);
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    until_long(&h, 1);
     let slow_again = h.send_read(SLOW);
-    std::thread::sleep(std::time::Duration::from_millis(20));
     let fast = h.send_read("SELECT 42 AS v");
     assert_eq!(json(h.wait(fast).unwrap()), r#"[{"v":42}]"#);
     h.wait(slow).unwrap();
