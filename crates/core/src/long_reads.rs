@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long one job runs before its reader counts as in a long job: as long as experiment
-/// 062's turn. Shorter jobs are over before a read sent to the spare would gain much.
+/// How long one job runs before its reader counts as in a long job (experiment 063, where it
+/// was one turn of turns.rs). Shorter jobs are over before a read sent to the spare would
+/// gain much.
 const LONG: Duration = Duration::from_micros(250);
 
 /// What every sender and every reader of one database share.
