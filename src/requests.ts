@@ -36,18 +36,18 @@ interface Pending {
 }
 
 /**
- * The requests in flight, by id. Not a `Map`: V8 replaces a Map's table every few dozen
- * entries added and deleted, and the replaced table keeps a link to its successor (for
- * iterators). Once one table has reached the old generation, that chain holds every later
- * table, with the requests, promises and rows they reached, through every young-generation
- * collection until a full one: with 64 point queries in flight, 215 bytes a query were
- * promoted and a fifth of the time went to scavenges (docs/experiments/066). An object in
- * dictionary mode keeps no such link.
+ * The requests in flight, by id. Not a `Map`: with requests added and deleted all the time,
+ * V8 replaces a Map's table every few dozen of them, and a replaced table that was in the
+ * old generation keeps the entries it held (V8's OrderedHashTable). The young generation's
+ * collections take those as live until a full collection: with 64 point queries in flight,
+ * 150-220 bytes a query (requests, promises, rows) were promoted, and a fifth of the time
+ * went to scavenges (docs/experiments/066). Here a slot is cleared when its request ends,
+ * and arrays this table lets go of are cleared first.
  */
 class PendingTable {
   /** Slot `id & (length - 1)` holds request `id`; `ids` says which id a slot holds. */
-  #slots: (Pending | undefined)[] = new Array<Pending | undefined>(64).fill(undefined);
-  #ids = new Int32Array(64);
+  #slots: (Pending | undefined)[] = new Array<Pending | undefined>(MIN_SLOTS).fill(undefined);
+  #ids = new Int32Array(MIN_SLOTS);
   #size = 0;
 
   has(id: number): boolean {
@@ -66,8 +66,9 @@ class PendingTable {
   }
 
   set(id: number, p: Pending): void {
-    // Half full, or the slot taken (an id not from `free`): twice the slots.
-    while (this.#size * 2 >= this.#slots.length || !this.free(id)) this.#grow();
+    if (this.has(id)) throw new Error(`request id ${id} is already in flight`);
+    // Half full, or the slot taken (an id not checked with `free`): twice the slots.
+    while (this.#size * 2 >= this.#slots.length || !this.free(id)) this.#resize(this.#slots.length * 2);
     const i = id & (this.#slots.length - 1);
     this.#slots[i] = p;
     this.#ids[i] = id;
@@ -79,6 +80,8 @@ class PendingTable {
     if (this.#slots[i] === undefined || this.#ids[i] !== id) return;
     this.#slots[i] = undefined;
     this.#size--;
+    // After a burst: back to fewer slots once an eighth are used.
+    if (this.#size * 8 < this.#slots.length && this.#slots.length > MIN_SLOTS) this.#resize(this.#slots.length / 2);
   }
 
   /** Removes every request; returns them in id order. */
@@ -92,30 +95,35 @@ class PendingTable {
     return all.sort((a, b) => a[0] - b[0]).map(([, p]) => p);
   }
 
-  #grow(): void {
-    const old = this.#slots;
-    const oldIds = this.#ids;
-    let length = old.length * 2;
+  /** Moves every request to `length` slots; growing doubles again until no two share a
+   * slot, shrinking gives up if two would. */
+  #resize(length: number): void {
+    const growing = length > this.#slots.length;
     for (;;) {
       const slots = new Array<Pending | undefined>(length).fill(undefined);
       const ids = new Int32Array(length);
       let placed = true;
-      for (let i = 0; i < old.length && placed; i++) {
-        if (old[i] === undefined) continue;
-        const j = oldIds[i]! & (length - 1);
-        if (slots[j] !== undefined) placed = false;
-        slots[j] = old[i];
-        ids[j] = oldIds[i]!;
+      for (let i = 0; i < this.#slots.length && placed; i++) {
+        const p = this.#slots[i];
+        if (p === undefined) continue;
+        const j = this.#ids[i]! & (length - 1);
+        placed = slots[j] === undefined;
+        slots[j] = p;
+        ids[j] = this.#ids[i]!;
       }
       if (placed) {
+        this.#slots.fill(undefined);
         this.#slots = slots;
         this.#ids = ids;
         return;
       }
+      if (!growing) return;
       length *= 2;
     }
   }
 }
+
+const MIN_SLOTS = 64;
 
 /** What can cancel a request: abort signals (the call's own, its transactions') and a timeout. */
 export interface Stop {

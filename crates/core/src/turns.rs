@@ -17,7 +17,7 @@
 use std::time::{Duration, Instant};
 
 /// How long a connection runs SQL without a pause before it yields: 250 µs in experiment 062;
-/// 100 µs since 065, which halved the point reads' wait under large ones.
+/// 100 µs since 065 (under large reads, point reads' p50 0.70 -> 0.40 ms, p99 4.6 -> 3.0 ms).
 pub(crate) const TURN: Duration = Duration::from_micros(100);
 
 /// A gap between two ticks longer than this is a pause, and starts a new stretch: while a
