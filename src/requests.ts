@@ -49,6 +49,10 @@ class PendingTable {
   #slots: (Pending | undefined)[] = new Array<Pending | undefined>(MIN_SLOTS).fill(undefined);
   #ids = new Int32Array(MIN_SLOTS);
   #size = 0;
+  /** Fewer requests than this: half the slots. An eighth of them; lower after a shrink that
+   * could not be made (two requests would have shared a slot), so it is not tried again at
+   * every delete. */
+  #shrinkBelow = 0;
 
   has(id: number): boolean {
     const i = id & (this.#slots.length - 1);
@@ -80,8 +84,8 @@ class PendingTable {
     if (this.#slots[i] === undefined || this.#ids[i] !== id) return;
     this.#slots[i] = undefined;
     this.#size--;
-    // After a burst: back to fewer slots once an eighth are used.
-    if (this.#size * 8 < this.#slots.length && this.#slots.length > MIN_SLOTS) this.#resize(this.#slots.length / 2);
+    // After a burst: back to fewer slots.
+    if (this.#size < this.#shrinkBelow && !this.#resize(this.#slots.length / 2)) this.#shrinkBelow = this.#size >> 1;
   }
 
   /** Removes every request; returns them in id order. */
@@ -96,8 +100,8 @@ class PendingTable {
   }
 
   /** Moves every request to `length` slots; growing doubles again until no two share a
-   * slot, shrinking gives up if two would. */
-  #resize(length: number): void {
+   * slot, shrinking gives up (returns false) if two would. */
+  #resize(length: number): boolean {
     const growing = length > this.#slots.length;
     for (;;) {
       const slots = new Array<Pending | undefined>(length).fill(undefined);
@@ -115,9 +119,10 @@ class PendingTable {
         this.#slots.fill(undefined);
         this.#slots = slots;
         this.#ids = ids;
-        return;
+        this.#shrinkBelow = length > MIN_SLOTS ? length / 8 : 0;
+        return true;
       }
-      if (!growing) return;
+      if (!growing) return false;
       length *= 2;
     }
   }
