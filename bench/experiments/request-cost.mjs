@@ -39,6 +39,7 @@ await db.executeBatch('INSERT INTO items VALUES (?, ?, ?)', Array.from({ length:
 let x = 1;
 const nextId = () => ((x = (x * 48271) % 2147483647) % N) + 1;
 const point = 'SELECT * FROM items WHERE id = ?';
+const signal = new AbortController().signal;
 const insert = 'INSERT INTO writes(name, price) VALUES (?, ?)';
 
 const cases = {
@@ -51,6 +52,15 @@ const cases = {
   // T1: 64 lanes, one "op" = 64 queries
   async par64() {
     await Promise.all(Array.from({ length: 64 }, () => db.selectOne(point, [nextId()])));
+    return 64;
+  },
+  // T1 with cancellation: every call given one shared AbortSignal, or a timeout (experiment 067)
+  async par64signal() {
+    await Promise.all(Array.from({ length: 64 }, () => db.selectOne(point, [nextId()], { signal })));
+    return 64;
+  },
+  async par64timeout() {
+    await Promise.all(Array.from({ length: 64 }, () => db.selectOne(point, [nextId()], { timeoutMs: 60_000 })));
     return 64;
   },
   // 1k-row select, sequential (over an inline budget: falls back to a reader)
