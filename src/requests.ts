@@ -387,10 +387,9 @@ export class Requests {
    * its abort event has already fired. */
   private watch(id: number, p: Pending, stop: Stop, sentAt: number): void {
     const { signals, timeoutMs } = stop;
-    // Kept on the request itself, not in a closure made for it: such a closure, one per
-    // request, kept finished requests with their promises and rows alive through
-    // young-generation collections, by all signs because V8 came to allocate it in the old
-    // generation (docs/experiments/067).
+    // Kept on the request itself, not in a closure made for it: with such a closure, one
+    // per request, finished requests with their promises and rows survived young-generation
+    // collections (V8's pretenuring was involved; docs/experiments/067).
     if (signals.length > 0) p.stopWatching = signals.map((s) => onAbort(s, () => this.abort(id, p, s.reason)));
     if (timeoutMs > 0) p.timer = setTimeout(() => this.abort(id, p, timeoutError()), Math.max(0, timeoutMs - (performance.now() - sentAt)));
     const aborted = signals.find((s) => s.aborted);
