@@ -2,10 +2,26 @@
 
 mod common;
 use common::*;
-use quietsqlite_core::Error;
+use quietsqlite_core::{Error, RequestId};
 
 const SLOW: &str =
     "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5000000) SELECT count(*) AS n FROM c";
+
+/// The order in which completions arrived, and the place of one request in it.
+fn arrival_order(h: &Harness) -> (Vec<RequestId>, impl Fn(RequestId) -> usize) {
+    let order = h.arrivals.borrow().clone();
+    let place = order.clone();
+    (order, move |id| place.iter().position(|&x| x == id).unwrap())
+}
+
+/// Waits until `n` readers (the spare not counted) are in a long job.
+fn until_long(h: &Harness, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while h.db().long_readers_for_tests() != n {
+        assert!(std::time::Instant::now() < deadline, "{n} readers never were in a long job");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
 
 #[test]
 fn readers_run_in_parallel() {
@@ -16,8 +32,7 @@ fn readers_run_in_parallel() {
     let fast = h.send_read("SELECT 42 AS v");
     assert_eq!(json(h.wait(fast).unwrap()), r#"[{"v":42}]"#);
     h.wait(slow).unwrap();
-    let order = h.arrivals.borrow().clone();
-    let pos = |id| order.iter().position(|&x| x == id).unwrap();
+    let (order, pos) = arrival_order(&h);
     assert!(
         pos(fast) < pos(slow),
         "the second reader served the fast read meanwhile: {order:?}"
@@ -30,24 +45,13 @@ fn a_fast_read_passes_a_long_one_on_the_spare() {
     // One reader, in a long statement: the spare serves the fast read meanwhile.
     let h = open(1);
     let slow = h.send_read(SLOW);
-    // Time for the reader to take the slow read and run it past a point query's length.
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    until_long(&h, 1);
     let fast = h.send_read("SELECT 42 AS v");
     assert_eq!(json(h.wait(fast).unwrap()), r#"[{"v":42}]"#);
     h.wait(slow).unwrap();
-    let order = h.arrivals.borrow().clone();
-    let pos = |id| order.iter().position(|&x| x == id).unwrap();
+    let (order, pos) = arrival_order(&h);
     assert!(pos(fast) < pos(slow), "the spare served the fast read: {order:?}");
     h.close();
-}
-
-/// Waits until `n` readers (the spare not counted) are in a long job.
-fn until_long(h: &Harness, n: usize) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while h.db().long_readers_for_tests() != n {
-        assert!(std::time::Instant::now() < deadline, "{n} readers never were in a long job");
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
 }
 
 #[test]
@@ -62,8 +66,7 @@ fn a_read_long_when_it_last_ran_leaves_the_spare_to_a_fast_one() {
     assert_eq!(json(h.wait(fast).unwrap()), r#"[{"v":42}]"#);
     h.wait(slow).unwrap();
     h.wait(slow_again).unwrap();
-    let order = h.arrivals.borrow().clone();
-    let pos = |id| order.iter().position(|&x| x == id).unwrap();
+    let (order, pos) = arrival_order(&h);
     assert!(pos(fast) < pos(slow).min(pos(slow_again)), "the spare served the fast read: {order:?}");
     h.close();
 }
@@ -75,15 +78,14 @@ fn a_fast_read_waits_when_the_spare_is_in_a_long_statement_too() {
     // is long as well, a fast read queues for the first of them to end.
     let h = open(1);
     let slow = h.send_read(SLOW);
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    until_long(&h, 1);
     let slow_on_spare = h.send_read(&SLOW.replace("5000000", "5000001"));
     std::thread::sleep(std::time::Duration::from_millis(20));
     let fast = h.send_read("SELECT 42 AS v");
     h.wait(fast).unwrap();
     h.wait(slow).unwrap();
     h.wait(slow_on_spare).unwrap();
-    let order = h.arrivals.borrow().clone();
-    let pos = |id| order.iter().position(|&x| x == id).unwrap();
+    let (order, pos) = arrival_order(&h);
     assert!(pos(fast) > pos(slow).min(pos(slow_on_spare)), "{order:?}");
     h.close();
 }
