@@ -62,6 +62,52 @@ pub fn names_hash(names: &[u8]) -> u32 {
     names.iter().fold(0x811c_9dc5u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }
 
+/// Writes `names` as the names section holds them, each followed by a NUL; returns how many.
+fn push_names(section: &mut Vec<u8>, names: impl IntoIterator<Item = impl AsRef<str>>) -> usize {
+    let mut count = 0;
+    for n in names {
+        section.extend_from_slice(n.as_ref().as_bytes());
+        section.push(0);
+        count += 1;
+    }
+    count
+}
+
+/// A result's column names as the names section holds them, with their `names_hash`: made
+/// once for a statement and kept with it, rather than read from SQLite for every result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnNames {
+    section: Vec<u8>,
+    count: usize,
+    hash: u32,
+}
+
+impl ColumnNames {
+    pub fn new(names: impl IntoIterator<Item = impl AsRef<str>>) -> Self {
+        let mut section = Vec::new();
+        let count = push_names(&mut section, names);
+        ColumnNames { hash: names_hash(&section), section, count }
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The names, in order. (A name holds no NUL: SQLite's names are C strings.)
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.section
+            .split(|&b| b == 0)
+            .take(self.count)
+            // Each piece is a whole `str` pushed by `new` (NUL is never inside a UTF-8
+            // sequence), so this never falls back.
+            .map(|piece| std::str::from_utf8(piece).unwrap_or_default())
+    }
+}
+
 /// Largest integer a JS number holds exactly.
 pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 
@@ -95,21 +141,20 @@ impl RowEncoder {
     /// from this thread's spares: a small result makes no allocation but its own buffer.
     pub fn new(names: impl IntoIterator<Item = impl AsRef<str>>) -> Self {
         let mut sections = Sections::take();
-        let mut cols = 0;
-        for n in names {
-            sections.names.extend_from_slice(n.as_ref().as_bytes());
-            sections.names.push(0);
-            cols += 1;
-        }
-        RowEncoder {
-            cols,
-            names_hash: names_hash(&sections.names),
-            sections,
-            open: None,
-            text_units: 0,
-            ascii: true,
-            rows: 0,
-        }
+        let cols = push_names(&mut sections.names, names);
+        let names_hash = names_hash(&sections.names);
+        Self::with_sections(sections, cols, names_hash)
+    }
+
+    /// `new`, with names made once and kept (a statement's, see `RawStatement::names`).
+    pub fn with_names(names: &ColumnNames) -> Self {
+        let mut sections = Sections::take();
+        sections.names.extend_from_slice(&names.section);
+        Self::with_sections(sections, names.count, names.hash)
+    }
+
+    fn with_sections(sections: Sections, cols: usize, names_hash: u32) -> Self {
+        RowEncoder { cols, names_hash, sections, open: None, text_units: 0, ascii: true, rows: 0 }
     }
 
     pub fn columns(&self) -> usize {

@@ -2,7 +2,7 @@
 //! encode. Errors raised while stepping always reach the caller, with the SQL attached.
 
 use crate::bind::bind;
-use crate::encode::{EncodedRows, RowEncoder};
+use crate::encode::{ColumnNames, EncodedRows, RowEncoder};
 use crate::batch_parts::LaterParts;
 use crate::error::{Error, Result};
 use crate::json::JsonWriter;
@@ -183,16 +183,17 @@ impl RowSink for JsonWriter {
 }
 
 /// Steps `stmt` to the end (or `limit` rows) into a sink made from the column names. The
-/// names are read after the first step: a statement prepared before a schema change is
+/// names are looked at after the first step: a statement prepared before a schema change is
 /// re-prepared by that step and may come back with other columns (`SELECT *` after
-/// `ALTER TABLE ... ADD COLUMN`). (`returned_rows` is the same walk over rusqlite's rows.)
+/// `ALTER TABLE ... ADD COLUMN`), which `RawStatement::names` sees. (`returned_rows` is the
+/// same walk over rusqlite's rows.)
 fn collect<S: RowSink>(
     stmt: &mut RawStatement,
     limit: u32,
-    make: impl FnOnce(&mut dyn Iterator<Item = std::borrow::Cow<'_, str>>) -> S,
+    make: impl FnOnce(&ColumnNames) -> S,
 ) -> Result<S> {
     let more = stmt.step()?;
-    let mut sink = make(&mut stmt.column_names()?);
+    let mut sink = make(stmt.names()?);
     if more && limit > 0 {
         sink.push_row(stmt)?;
         while sink.rows() < limit && stmt.step()? {
@@ -205,11 +206,11 @@ fn collect<S: RowSink>(
 fn step_read(stmt: &mut RawStatement, format: ReadFormat) -> Result<ReadOutput> {
     match format {
         ReadFormat::Rows { max_rows } => {
-            let enc = collect(stmt, max_rows.unwrap_or(u32::MAX), |n| RowEncoder::new(n))?;
+            let enc = collect(stmt, max_rows.unwrap_or(u32::MAX), RowEncoder::with_names)?;
             Ok(ReadOutput::Rows(enc.finish()))
         }
         ReadFormat::Json => {
-            let w = collect(stmt, u32::MAX, |n| JsonWriter::new(n))?;
+            let w = collect(stmt, u32::MAX, |n| JsonWriter::new(n.iter()))?;
             Ok(ReadOutput::Json(w.finish()))
         }
         ReadFormat::Describe => Err(Error::Internal("describe reached the row path".into())),

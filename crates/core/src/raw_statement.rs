@@ -2,6 +2,7 @@
 //! text one statement at a time, and for reads, whose values are taken with one
 //! `sqlite3_column_value` each instead of rusqlite's three column calls (experiment 030).
 
+use crate::encode::ColumnNames;
 use crate::error::{Error, Result};
 use rusqlite::ffi;
 use rusqlite::types::ValueRef;
@@ -17,6 +18,9 @@ pub(crate) struct RawStatement {
     stmt: *mut ffi::sqlite3_stmt,
     /// Byte offset in the text where the next statement starts.
     pub(crate) tail: usize,
+    /// The result's column names as last read, and SQLite's count of this statement's
+    /// re-preparations when they were read (see `names`).
+    names: Option<(c_int, ColumnNames)>,
 }
 
 impl RawStatement {
@@ -49,7 +53,7 @@ impl RawStatement {
         }
         // SQLite's tail points into `sql` (at most one past its end) or is null.
         let tail = if tail.is_null() { sql.len() } else { (tail as usize).saturating_sub(sql.as_ptr() as usize).min(sql.len()) };
-        Ok(RawStatement { db, stmt, tail })
+        Ok(RawStatement { db, stmt, tail, names: None })
     }
 
     /// The statement (null when the text held no statement); owned by `self`.
@@ -101,6 +105,24 @@ impl RawStatement {
     pub(crate) fn column_count(&self) -> usize {
         // SAFETY: as in `step` (0 for a null statement).
         unsafe { ffi::sqlite3_column_count(self.stmt) as usize }
+    }
+
+    /// The result's column names, read from SQLite once per preparation of the statement
+    /// rather than for every result (a few percent of a point query's reader time). Only a
+    /// re-preparation (SQLite's own, in a step after a schema change) can change them, and
+    /// SQLite counts those. Called after the first step, as `column_names`.
+    pub(crate) fn names(&mut self) -> Result<&ColumnNames> {
+        let prepared = if self.stmt.is_null() {
+            0
+        } else {
+            // SAFETY: as in `step`; reading a counter changes nothing.
+            unsafe { ffi::sqlite3_stmt_status(self.stmt, ffi::SQLITE_STMTSTATUS_REPREPARE, 0) }
+        };
+        if !matches!(&self.names, Some((at, _)) if *at == prepared) {
+            let names = ColumnNames::new(self.column_names()?);
+            self.names = Some((prepared, names));
+        }
+        Ok(&self.names.as_ref().expect("set just above").1)
     }
 
     /// The result's column names, borrowed from the statement: no copy per name (they are
@@ -264,6 +286,34 @@ pub(crate) fn last_error(db: *mut ffi::sqlite3, rc: i32) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The names kept with a statement follow a schema change made by another connection,
+    /// even one that keeps the number of columns (a renamed column), and are the same
+    /// object while nothing changed.
+    #[test]
+    fn kept_names_follow_a_schema_change_of_another_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("names.db");
+        let writer = Connection::open(&path).unwrap();
+        writer.execute_batch("CREATE TABLE t(a, b); INSERT INTO t VALUES (1, 2);").unwrap();
+        let reader = Connection::open(&path).unwrap();
+        let mut stmt = RawStatement::prepare_persistent(&reader, "SELECT * FROM t").unwrap();
+        let run = |stmt: &mut RawStatement| {
+            assert!(stmt.step().unwrap());
+            let names: Vec<String> = stmt.names().unwrap().iter().map(str::to_owned).collect();
+            stmt.reset();
+            names
+        };
+        assert_eq!(run(&mut stmt), ["a", "b"]);
+        let first = stmt.names().unwrap() as *const ColumnNames;
+        assert_eq!(run(&mut stmt), ["a", "b"]);
+        assert_eq!(stmt.names().unwrap() as *const ColumnNames, first, "read again though nothing changed");
+        writer.execute_batch("ALTER TABLE t RENAME COLUMN b TO c").unwrap();
+        assert_eq!(run(&mut stmt), ["a", "c"]);
+        writer.execute_batch("ALTER TABLE t ADD COLUMN d").unwrap();
+        assert_eq!(run(&mut stmt), ["a", "c", "d"]);
+        assert_eq!(stmt.names().unwrap(), &ColumnNames::new(["a", "c", "d"]));
+    }
 
     /// Every kind of value reads the same through `sqlite3_column_value` as through
     /// rusqlite's `get_ref`, in a UTF-8 and a UTF-16 database.

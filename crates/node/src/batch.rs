@@ -177,7 +177,7 @@ pub fn can_write() -> bool {
     STAGING.with(|staging| staging.try_borrow_mut().is_ok())
 }
 
-/// Writes `batch` (at most `MAX_ENTRIES`) into `scratch`, a Buffer of `SCRATCH_BYTES` or more,
+/// Writes `batch` (at most `MAX_ENTRIES`; emptied, its capacity kept) into `scratch`, a Buffer of `SCRATCH_BYTES` or more,
 /// and returns the array of its other payloads, or null when it has none. `more`: completions
 /// are still queued. When the scratch is no longer such a Buffer by the time it is written
 /// (a program detached it), the batch comes in a new one instead, and the answer is
@@ -186,7 +186,7 @@ pub fn can_write() -> bool {
 ///
 /// # Safety
 /// On the JS thread, with its env; `scratch` is a value of the current call.
-pub unsafe fn write(env: sys::napi_env, scratch: sys::napi_value, batch: Vec<Completion>, more: bool) -> NapiResult<sys::napi_value> {
+pub unsafe fn write(env: sys::napi_env, scratch: sys::napi_value, batch: &mut Vec<Completion>, more: bool) -> NapiResult<sys::napi_value> {
     assert!(batch.len() <= MAX_ENTRIES, "a batch holds at most MAX_ENTRIES completions");
     STAGING.with(|staging| {
         let mut bytes = staging.try_borrow_mut().map_err(|_| sys::Status::napi_generic_failure)?;
@@ -201,7 +201,7 @@ pub unsafe fn write(env: sys::napi_env, scratch: sys::napi_value, batch: Vec<Com
             values: ptr::null_mut(),
             value_count: 0,
         };
-        for c in batch {
+        for c in batch.drain(..) {
             let id = c.id;
             // A panic converting one completion rejects that request alone (every promise
             // settles); the others are still delivered.
