@@ -26,14 +26,20 @@ interface Binding {
   FUNCTION_OP_FINAL: number;
   // The calls made per request, by the database's `handle` (crates/node/src/handles.rs).
   // Looked up on `binding` at every call, so that tests can watch them.
-  dbRead: typeof Generated.dbRead;
+  // dbRead and dbTakeCompletions are plain Node-API callbacks, not napi-rs functions, so
+  // the generated declarations do not list them (crates/node/src/request_calls.rs).
+  dbRead: (handle: number, id: number, sql: string | number, params: unknown, format: number, cancellable?: boolean) => void;
   dbReadInline: typeof Generated.dbReadInline;
   dbWriterRead: typeof Generated.dbWriterRead;
   dbExecute: typeof Generated.dbExecute;
   dbBegin: typeof Generated.dbBegin;
   dbCommit: typeof Generated.dbCommit;
   dbRollback: typeof Generated.dbRollback;
-  dbTakeCompletions: typeof Generated.dbTakeCompletions;
+  dbTakeCompletions: (
+    handle: number,
+    maxMicros: number,
+    scratch: Buffer,
+  ) => unknown[] | null | undefined | { scratch: Buffer; values: unknown[] | null };
 }
 
 /** The environment variable naming a binary to load instead of any other. */

@@ -146,12 +146,6 @@ export declare function dbCommit(handle: number, id: number, tx: number): void
 export declare function dbExecute(handle: number, id: number, tx: number, sql: unknown, params: unknown, cancellable?: boolean | undefined | null): void
 
 /**
- * `read` of database `handle`: a read on the reader threads. `format`: 0 rows, 1 first row
- * only, 2 JSON, 3 describe. `cancellable`: `cancel(id)` may be called for it.
- */
-export declare function dbRead(handle: number, id: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void
-
-/**
  * `inlineReads`: a read run here, on the JS thread, under the budget (see
  * `DatabaseState::read_inline`).
  */
@@ -159,9 +153,6 @@ export declare function dbReadInline(handle: number, sql: unknown, params: unkno
 
 /** ROLLBACK of transaction `tx`. */
 export declare function dbRollback(handle: number, id: number, tx: number): void
-
-/** Takes the completions of database `handle` (see `DatabaseState::take_completions`). */
-export declare function dbTakeCompletions(handle: number, maxMicros: number, scratch: Buffer): unknown[] | null | undefined | { scratch: Buffer; values: unknown[] | null }
 
 /** A read on the writer connection (inside transaction `tx`: sees its uncommitted writes). */
 export declare function dbWriterRead(handle: number, id: number, tx: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void

@@ -109,8 +109,10 @@ impl RawStatement {
 
     /// The result's column names, read from SQLite once per preparation of the statement
     /// rather than for every result (a few percent of a point query's reader time). Only a
-    /// re-preparation (SQLite's own, in a step after a schema change) can change them, and
-    /// SQLite counts those. Called after the first step, as `column_names`.
+    /// re-preparation (SQLite's own, in a step after a schema change, an ATTACH or a pragma
+    /// that expires statements) can change them, and SQLite counts those. (So can
+    /// `sqlite3_stmt_explain`, without counting: nothing here calls it.) Called after the
+    /// first step, as `column_names`.
     pub(crate) fn names(&mut self) -> Result<&ColumnNames> {
         let prepared = if self.stmt.is_null() {
             0
@@ -125,8 +127,8 @@ impl RawStatement {
         Ok(&self.names.as_ref().expect("set just above").1)
     }
 
-    /// The result's column names, borrowed from the statement: no copy per name (they are
-    /// read for every result). Read after the first step (a re-prepare may change them);
+    /// The result's column names, borrowed from the statement: no copy per name. Read after
+    /// the first step (a re-prepare may change them);
     /// the borrow ends before the next step, which may free them.
     pub(crate) fn column_names(&self) -> Result<impl Iterator<Item = std::borrow::Cow<'_, str>> + '_> {
         let name = |i: c_int| {
@@ -313,6 +315,13 @@ mod tests {
         writer.execute_batch("ALTER TABLE t ADD COLUMN d").unwrap();
         assert_eq!(run(&mut stmt), ["a", "c", "d"]);
         assert_eq!(stmt.names().unwrap(), &ColumnNames::new(["a", "c", "d"]));
+        // A change made on the statement's own connection, and a pragma that expires it.
+        reader.execute_batch("ALTER TABLE t RENAME COLUMN a TO z").unwrap();
+        assert_eq!(run(&mut stmt), ["z", "c", "d"]);
+        let mut qualified = RawStatement::prepare_persistent(&reader, "SELECT t.z AS z, c FROM t").unwrap();
+        assert_eq!(run(&mut qualified), ["z", "c"]);
+        reader.execute_batch("PRAGMA full_column_names = 1").unwrap();
+        assert_eq!(run(&mut qualified), ["z", "t.c"]);
     }
 
     /// Every kind of value reads the same through `sqlite3_column_value` as through

@@ -8,6 +8,7 @@ mod batch;
 mod experiments;
 mod functions;
 mod handles;
+mod request_calls;
 mod sink;
 mod values;
 
@@ -95,7 +96,7 @@ fn guard<T>(env: &Env, f: impl FnOnce() -> Result<T>) -> Result<T> {
     }
 }
 
-fn throw_panic(env: &Env, payload: &(dyn std::any::Any + Send)) -> napi::Error {
+pub(crate) fn throw_panic(env: &Env, payload: &(dyn std::any::Any + Send)) -> napi::Error {
     let what = payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -982,12 +983,8 @@ fn packed_of(
 // process-wide table of borrows, which cost ~470 ns per call here against ~200 ns for the
 // whole call of a function (docs/experiments/046-calls-by-handle.md).
 
-/// `read` of database `handle`: a read on the reader threads. `format`: 0 rows, 1 first row
-/// only, 2 JSON, 3 describe. `cancellable`: `cancel(id)` may be called for it.
-#[napi]
-pub fn db_read(env: Env, handle: u32, id: u32, sql: Unknown, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
-    handles::get(&env, handle)?.read(env, id, sql, params, format, cancellable)
-}
+// `dbRead` and `dbTakeCompletions`, made for every request, skip napi-rs's wrappers
+// altogether: see request_calls.rs.
 
 /// `inlineReads`: a read run here, on the JS thread, under the budget (see
 /// `DatabaseState::read_inline`).
@@ -1029,11 +1026,3 @@ pub fn db_rollback(env: Env, handle: u32, id: u32, tx: u32) -> Result<()> {
     handles::get(&env, handle)?.rollback(env, id, tx)
 }
 
-/// Takes the completions of database `handle` (see `DatabaseState::take_completions`).
-#[napi(
-    ts_args_type = "handle: number, maxMicros: number, scratch: Buffer",
-    ts_return_type = "unknown[] | null | undefined | { scratch: Buffer; values: unknown[] | null }"
-)]
-pub fn db_take_completions(env: Env, handle: u32, max_micros: u32, scratch: Unknown) -> Result<Unknown<'static>> {
-    handles::get(&env, handle)?.take_completions(env, max_micros, scratch)
-}

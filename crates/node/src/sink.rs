@@ -1,7 +1,8 @@
-//! Completions to JavaScript: threads push onto one queue; the first push after the queue
-//! was drained wakes the JS thread (a threadsafe function call); the JS-thread callback
-//! takes everything queued by then in ONE call (batch.rs), so many completions share one
-//! wake-up.
+//! Completions to JavaScript: threads push onto one queue; a push wakes the JS thread (a
+//! threadsafe function call) unless a call is queued already whose callback has not yet
+//! looked at the queue; that callback takes everything queued by then in ONE call
+//! (batch.rs), so many completions share one wake-up. The JS thread's polls take
+//! completions too, without any call.
 
 use crate::batch;
 use crate::values::NapiResult;

@@ -297,7 +297,9 @@ unsafe extern "C" fn free_vec(_env: sys::napi_env, _data: *mut c_void, hint: *mu
 /// that only Workers loaded when the last of them ends, unless the library says no: on
 /// Linux napi-build links ours with `-z nodelete`).
 #[napi_derive::napi(module_exports)]
-pub fn start_result_pool(_exports: napi::bindgen_prelude::Object<'_>, env: napi::Env) -> napi::Result<()> {
+pub fn start_result_pool(exports: napi::bindgen_prelude::Object<'_>, env: napi::Env) -> napi::Result<()> {
+    // napi-rs takes one such hook per addon: the request calls are defined here too.
+    crate::request_calls::export(env.raw(), napi::JsValue::raw(&exports))?;
     buffer_pool::RESULTS.environment_started();
     // A box of its own for each registration: a second identical (hook, argument) pair in
     // one environment, which loading the addon twice there would make, aborts the process.

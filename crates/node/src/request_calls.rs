@@ -1,0 +1,122 @@
+//! The two calls made for every request, `dbRead` and `dbTakeCompletions`, as plain Node-API
+//! callbacks. napi-rs's generated wrapper opens a borrow scope for each call it makes (an
+//! `Arc` allocated and freed, thread-local pushes and pops): about a tenth of the JS thread's
+//! time with 64 point queries in flight (docs/experiments/069-plain-callbacks-for-requests.md).
+//! The other calls, made once per transaction or less, keep the generated wrappers. Their
+//! TypeScript types are written out in src/native.ts.
+
+use crate::handles;
+use napi::bindgen_prelude::Unknown;
+use napi::{sys, Env, JsError, JsValue};
+use std::ffi::CStr;
+use std::ptr;
+
+/// Defines the two functions on the addon's exports.
+pub(crate) fn export(env: sys::napi_env, exports: sys::napi_value) -> napi::Result<()> {
+    let calls: [(&CStr, unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value); 2] =
+        [(c"dbRead", db_read), (c"dbTakeCompletions", db_take_completions)];
+    for (name, call) in calls {
+        let mut function = ptr::null_mut();
+        // SAFETY: on the JS thread of the environment loading the addon, with its env and
+        // its exports object; `name` is NUL-terminated (length -1: up to the NUL).
+        unsafe {
+            check(sys::napi_create_function(env, name.as_ptr(), -1, Some(call), ptr::null_mut(), &mut function))?;
+            check(sys::napi_set_named_property(env, exports, name.as_ptr(), function))?;
+        }
+    }
+    Ok(())
+}
+
+fn check(status: sys::napi_status) -> napi::Result<()> {
+    crate::sink::check(status).map_err(|s| napi::Error::from_status(napi::Status::from(s)))
+}
+
+/// `read` of database `handle`: a read on the reader threads. Arguments: handle, id, sql
+/// (text or a prepared statement's number), params, format (0 rows, 1 first row only,
+/// 2 JSON, 3 describe), cancellable (`cancel(id)` may be called for it; optional).
+unsafe extern "C" fn db_read(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    call(env, info, |env, [handle, id, sql, params, format, cancellable]: [sys::napi_value; 6]| {
+        let handle = uint32(env, handle, "handle")?;
+        let id = uint32(env, id, "id")?;
+        let format = uint32(env, format, "format")?;
+        let cancellable = optional_bool(env, cancellable, "cancellable")?;
+        // SAFETY: values of this call, on its thread.
+        let (sql, params) = unsafe { (Unknown::from_raw_unchecked(env.raw(), sql), Unknown::from_raw_unchecked(env.raw(), params)) };
+        handles::get(&env, handle)?.read(env, id, sql, params, format, cancellable)?;
+        Ok(ptr::null_mut())
+    })
+}
+
+/// Takes the completions of database `handle` (see `DatabaseState::take_completions`).
+/// Arguments: handle, maxMicros, scratch (a Buffer).
+unsafe extern "C" fn db_take_completions(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    call(env, info, |env, [handle, max_micros, scratch]: [sys::napi_value; 3]| {
+        let handle = uint32(env, handle, "handle")?;
+        let max_micros = uint32(env, max_micros, "maxMicros")?;
+        // SAFETY: a value of this call, on its thread.
+        let scratch = unsafe { Unknown::from_raw_unchecked(env.raw(), scratch) };
+        Ok(handles::get(&env, handle)?.take_completions(env, max_micros, scratch)?.raw())
+    })
+}
+
+/// Runs `body` with the call's first `N` arguments (`undefined` for those not given). An
+/// error becomes the call's exception (one already pending is left as it is); a panic
+/// becomes an internal error, and never unwinds into Node.
+unsafe fn call<const N: usize>(
+    raw_env: sys::napi_env,
+    info: sys::napi_callback_info,
+    body: impl FnOnce(Env, [sys::napi_value; N]) -> napi::Result<sys::napi_value>,
+) -> sys::napi_value {
+    let env = Env::from_raw(raw_env);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut argc = N;
+        let mut argv = [ptr::null_mut(); N];
+        // SAFETY: the env and callback info of this call; `argv` holds `argc` values. Node
+        // fills the slots past the arguments given with `undefined`.
+        check(unsafe { sys::napi_get_cb_info(raw_env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), ptr::null_mut()) })?;
+        body(env, argv)
+    }));
+    match outcome {
+        Ok(Ok(value)) => value,
+        Ok(Err(e)) => {
+            let mut pending = false;
+            sys::napi_is_exception_pending(raw_env, &mut pending);
+            if !pending {
+                JsError::from(e).throw_into(raw_env);
+            }
+            ptr::null_mut()
+        }
+        Err(payload) => {
+            crate::throw_panic(&env, payload.as_ref());
+            ptr::null_mut()
+        }
+    }
+}
+
+fn uint32(env: Env, value: sys::napi_value, what: &str) -> napi::Result<u32> {
+    let mut out = 0u32;
+    // SAFETY: a value of this call, on its thread; `out` is a valid out-pointer.
+    let status = unsafe { sys::napi_get_value_uint32(env.raw(), value, &mut out) };
+    if status == sys::Status::napi_ok {
+        Ok(out)
+    } else {
+        Err(napi::Error::new(napi::Status::NumberExpected, format!("{what} must be a number")))
+    }
+}
+
+/// A boolean, or `None` for `undefined` or `null`.
+fn optional_bool(env: Env, value: sys::napi_value, what: &str) -> napi::Result<Option<bool>> {
+    let mut kind = 0;
+    // SAFETY: as in `uint32`.
+    check(unsafe { sys::napi_typeof(env.raw(), value, &mut kind) })?;
+    if kind == sys::ValueType::napi_undefined || kind == sys::ValueType::napi_null {
+        return Ok(None);
+    }
+    let mut out = false;
+    // SAFETY: as in `uint32`.
+    if unsafe { sys::napi_get_value_bool(env.raw(), value, &mut out) } == sys::Status::napi_ok {
+        Ok(Some(out))
+    } else {
+        Err(napi::Error::new(napi::Status::BooleanExpected, format!("{what} must be a boolean")))
+    }
+}
