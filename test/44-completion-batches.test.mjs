@@ -224,3 +224,21 @@ test('the per-request calls refuse a handle that is no open database of this thr
   // The database itself is untouched.
   assert.deepEqual(await db.selectOne('SELECT 2 AS two'), { two: 2 });
 });
+
+test('the per-request calls refuse arguments of the wrong type with an error, not a crash', async (t) => {
+  const native = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const db = await openMemory(t);
+  const refuses = (call, message) => assert.throws(call, (e) => e instanceof Error && message.test(e.message));
+  refuses(() => native.dbRead(), /^handle must be a number$/);
+  refuses(() => native.dbRead('1', 1, 'SELECT 1', [], 0), /^handle must be a number$/);
+  refuses(() => native.dbRead(0, {}, 'SELECT 1', [], 0), /^id must be a number$/);
+  refuses(() => native.dbRead(0, 1, 'SELECT 1', [], 'rows'), /^format must be a number$/);
+  refuses(() => native.dbRead(0, 1, 'SELECT 1', [], 0, 'yes'), /^cancellable must be a boolean$/);
+  // An absent cancellable (undefined or null) is allowed: the handle is what is refused.
+  refuses(() => native.dbRead(0, 1, 'SELECT 1', [], 0, null), /no open database has this handle/);
+  refuses(() => native.dbRead(0, 1, 'SELECT 1', [], 0), /no open database has this handle/);
+  refuses(() => native.dbTakeCompletions(), /^handle must be a number$/);
+  refuses(() => native.dbTakeCompletions(0, 'soon', Buffer.alloc(65536)), /^maxMicros must be a number$/);
+  refuses(() => native.dbTakeCompletions(0, 0, Buffer.alloc(65536)), /no open database has this handle/);
+  assert.deepEqual(await db.selectOne('SELECT 3 AS three'), { three: 3 });
+});

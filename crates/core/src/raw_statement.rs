@@ -109,10 +109,11 @@ impl RawStatement {
 
     /// The result's column names, read from SQLite once per preparation of the statement
     /// rather than for every result (a few percent of a point query's reader time). Only a
-    /// re-preparation (SQLite's own, in a step after a schema change, an ATTACH or a pragma
+    /// re-preparation (SQLite's own, in a step after a schema change, a DETACH or a pragma
     /// that expires statements) can change them, and SQLite counts those. (So can
-    /// `sqlite3_stmt_explain`, without counting: nothing here calls it.) Called after the
-    /// first step, as `column_names`.
+    /// `sqlite3_stmt_explain` when it switches a statement's mode without preparing it
+    /// again, uncounted: nothing here calls it.) Called after the first step, as
+    /// `column_names`.
     pub(crate) fn names(&mut self) -> Result<&ColumnNames> {
         let prepared = if self.stmt.is_null() {
             0
@@ -290,10 +291,11 @@ mod tests {
     use super::*;
 
     /// The names kept with a statement follow a schema change made by another connection,
-    /// even one that keeps the number of columns (a renamed column), and are the same
-    /// object while nothing changed.
+    /// even one that keeps the number of columns (a renamed column), one made on the
+    /// statement's own connection, and a pragma that changes how names are made; and are
+    /// the same object while nothing changed.
     #[test]
-    fn kept_names_follow_a_schema_change_of_another_connection() {
+    fn kept_names_follow_schema_changes_and_naming_pragmas() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("names.db");
         let writer = Connection::open(&path).unwrap();

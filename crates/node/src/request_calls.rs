@@ -1,7 +1,7 @@
 //! The two calls made for every request, `dbRead` and `dbTakeCompletions`, as plain Node-API
 //! callbacks. napi-rs's generated wrapper opens a borrow scope for each call it makes (an
-//! `Arc` allocated and freed, thread-local pushes and pops): about a tenth of the JS thread's
-//! time with 64 point queries in flight (docs/experiments/069-plain-callbacks-for-requests.md).
+//! `Arc` allocated and freed, thread-local pushes and pops): about 7% of the JS thread's
+//! samples with 64 point queries in flight (docs/experiments/069-plain-callbacks-for-requests.md).
 //! The other calls, made once per transaction or less, keep the generated wrappers. Their
 //! TypeScript types are written out in src/native.ts.
 
@@ -35,6 +35,7 @@ fn check(status: sys::napi_status) -> napi::Result<()> {
 /// (text or a prepared statement's number), params, format (0 rows, 1 first row only,
 /// 2 JSON, 3 describe), cancellable (`cancel(id)` may be called for it; optional).
 unsafe extern "C" fn db_read(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: Node calls this on the JS thread with the env and callback info of this call.
     call(env, info, |env, [handle, id, sql, params, format, cancellable]: [sys::napi_value; 6]| {
         let handle = uint32(env, handle, "handle")?;
         let id = uint32(env, id, "id")?;
@@ -50,6 +51,7 @@ unsafe extern "C" fn db_read(env: sys::napi_env, info: sys::napi_callback_info) 
 /// Takes the completions of database `handle` (see `DatabaseState::take_completions`).
 /// Arguments: handle, maxMicros, scratch (a Buffer).
 unsafe extern "C" fn db_take_completions(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: as in `db_read`.
     call(env, info, |env, [handle, max_micros, scratch]: [sys::napi_value; 3]| {
         let handle = uint32(env, handle, "handle")?;
         let max_micros = uint32(env, max_micros, "maxMicros")?;
@@ -60,8 +62,12 @@ unsafe extern "C" fn db_take_completions(env: sys::napi_env, info: sys::napi_cal
 }
 
 /// Runs `body` with the call's first `N` arguments (`undefined` for those not given). An
-/// error becomes the call's exception (one already pending is left as it is); a panic
-/// becomes an internal error, and never unwinds into Node.
+/// error becomes the call's exception as napi-rs's wrappers make it (`JsError::from`), and
+/// one already pending is left as it is; a panic becomes the internal error of `guard`, and
+/// never unwinds into Node.
+///
+/// # Safety
+/// On the JS thread, with the env and callback info Node gave the current call.
 unsafe fn call<const N: usize>(
     raw_env: sys::napi_env,
     info: sys::napi_callback_info,
@@ -80,8 +86,10 @@ unsafe fn call<const N: usize>(
         Ok(Ok(value)) => value,
         Ok(Err(e)) => {
             let mut pending = false;
+            // SAFETY: the env of this call, on its thread; `pending` is a valid out-pointer.
             sys::napi_is_exception_pending(raw_env, &mut pending);
             if !pending {
+                // SAFETY: as above; nothing is pending, so this is the call's one exception.
                 JsError::from(e).throw_into(raw_env);
             }
             ptr::null_mut()

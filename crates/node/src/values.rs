@@ -291,14 +291,15 @@ unsafe extern "C" fn free_vec(_env: sys::napi_env, _data: *mut c_void, hint: *mu
     let _ = std::panic::catch_unwind(move || buffer_pool::RESULTS.give(bytes));
 }
 
-/// Runs once in each environment that loads the addon (the main thread, each Worker): the
-/// result pool keeps buffers only while one is running, and when the last one ends it frees
-/// them and joins its thread, before Node could unload the library (it unloads an addon
-/// that only Workers loaded when the last of them ends, unless the library says no: on
-/// Linux napi-build links ours with `-z nodelete`).
+/// Runs once in each environment that loads the addon (the main thread, each Worker), after
+/// napi-rs defined its exports; napi-rs takes one such hook per addon, so everything done at
+/// load is here. It defines the two request calls (request_calls.rs), and starts the result
+/// pool: the pool keeps buffers only while an environment is running, and when the last one
+/// ends it frees them and joins its thread, before Node could unload the library (it unloads
+/// an addon that only Workers loaded when the last of them ends, unless the library says no:
+/// on Linux napi-build links ours with `-z nodelete`).
 #[napi_derive::napi(module_exports)]
-pub fn start_result_pool(exports: napi::bindgen_prelude::Object<'_>, env: napi::Env) -> napi::Result<()> {
-    // napi-rs takes one such hook per addon: the request calls are defined here too.
+pub fn on_load(exports: napi::bindgen_prelude::Object<'_>, env: napi::Env) -> napi::Result<()> {
     crate::request_calls::export(env.raw(), napi::JsValue::raw(&exports))?;
     buffer_pool::RESULTS.environment_started();
     // A box of its own for each registration: a second identical (hook, argument) pair in
