@@ -89,14 +89,6 @@ impl ColumnNames {
         ColumnNames { hash: names_hash(&section), section, count }
     }
 
-    pub fn len(&self) -> usize {
-        self.count
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
     /// The names, in order. (A name holds no NUL: SQLite's names are C strings.)
     pub fn iter(&self) -> impl Iterator<Item = &str> {
         self.section
