@@ -6,6 +6,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { openMemory, openTemp, rejectsAsync, SqliteError } from './fixtures/helpers.mjs';
 
 /** Watches what the addon's takes return: whether a batch said more were queued, and
@@ -241,4 +243,39 @@ test('the per-request calls refuse arguments of the wrong type with an error, no
   refuses(() => native.dbTakeCompletions(0, 'soon', Buffer.alloc(65536)), /^maxMicros must be a number$/);
   refuses(() => native.dbTakeCompletions(0, 0, Buffer.alloc(65536)), /no open database has this handle/);
   assert.deepEqual(await db.selectOne('SELECT 3 AS three'), { three: 3 });
+});
+
+test('a completion that comes while the JS thread sleeps is delivered after any mix of polled bursts', () => {
+  // Completions come by a threadsafe call only when none is queued (experiment 068): the
+  // callback of a queued call takes whatever was pushed since. Bursts taken by the JS
+  // thread's polls leave such a call queued; each slow read below finishes only after the
+  // thread went to sleep in the event loop, so it needs that call, or one of its own, to
+  // wake it. A lost wake-up leaves a promise unsettled (and the database unable to close):
+  // the scenario runs in a child process, killed if it has not finished in time.
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  const source = `import { createRequire } from 'node:module';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+const { Database } = createRequire(${JSON.stringify(root + '/')})('./dist/index.js');
+const dir = mkdtempSync(join(tmpdir(), 'qs-wake-'));
+const db = await Database.open(join(dir, 'w.db'), { readers: 2 });
+await db.execute('CREATE TABLE t(x)');
+await db.execute('INSERT INTO t VALUES (1)');
+const slow = 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 30000) SELECT count(*) AS n FROM c';
+let ok = 0;
+for (let round = 0; round < 150; round++) {
+  const burst = await Promise.all(Array.from({ length: 1 + (round % 17) }, () => db.selectOne('SELECT x FROM t')));
+  if (burst.every((r) => r.x === 1)) ok++;
+  if (round % 3 === 0) await new Promise((resolve) => setImmediate(resolve));
+  if (round % 5 === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+  if ((await db.selectOne(slow)).n === 30000) ok++;
+}
+await db.close();
+rmSync(dir, { recursive: true, force: true });
+process.stdout.write(String(ok));`;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', source], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.signal, null, `the child did not finish in 60 s: a completion was never delivered (${r.stderr})`);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, '300', 'every burst and every slow read came back right');
 });
