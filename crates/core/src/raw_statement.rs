@@ -129,8 +129,8 @@ impl RawStatement {
     }
 
     /// The result's column names, borrowed from the statement: no copy per name. Read after
-    /// the first step (a re-prepare may change them);
-    /// the borrow ends before the next step, which may free them.
+    /// the first step (a re-prepare may change them); the borrow ends before the next step,
+    /// which may free them.
     pub(crate) fn column_names(&self) -> Result<impl Iterator<Item = std::borrow::Cow<'_, str>> + '_> {
         let name = |i: c_int| {
             // SAFETY: `i` is a column of the statement (below its count), on the thread that
