@@ -206,9 +206,11 @@ const POLL_HOPS = 3;
  * slow (a long query, a write waiting for a lock) costs such a poll no more than this, and
  * no backoff (experiment 046). */
 const CHAIN_MICROS = 20;
-/** Results taken by polling in a row before the event loop must turn once: timers and I/O
- * wait at most this many fast requests behind an awaited loop. */
-const POLL_STREAK = 32;
+/** Batches of results taken (by polling or from the event loop's call) before the event loop
+ * must reach its check phase once: timers and I/O wait at most this many fast requests behind
+ * an awaited loop. Node's own call does not bound this: a threadsafe call made while its
+ * callback runs is dispatched at once, up to 1,000 times, without turning the loop. */
+const TAKES_PER_TURN = 32;
 /** Sends that skip polling after a poll that found nothing, doubling with each such poll up
  * to POLL_BACKOFF_MAX (a poll that takes a result starts over): a workload of slow requests
  * (large results, a busy writer) soon wastes almost no polls. */
@@ -264,8 +266,11 @@ export class Requests {
   private pollHops = 0;
   /** The queued poll follows one that took results (CHAIN_MICROS). */
   private chained = false;
-  /** Results taken by polling since the event loop last delivered (POLL_STREAK). */
-  private polledInARow = 0;
+  /** Batches taken since the event loop's check phase last ran (TAKES_PER_TURN); at the
+   * limit an immediate is queued that resets it, and until it runs nothing is taken. */
+  private takesThisTurn = 0;
+  /** The event loop's call came while at the limit: its take waits for the immediate. */
+  private wakeHeld = false;
   /** Sends left to skip polling after a poll found nothing, and how many the next miss
    * skips (POLL_BACKOFF). */
   private pollSkips = 0;
@@ -458,7 +463,7 @@ export class Requests {
       this.pollSkips--;
       return;
     }
-    if (this.polledInARow >= POLL_STREAK) return;
+    if (this.takesThisTurn >= TAKES_PER_TURN) return;
     this.polling = true;
     this.pollHops = POLL_HOPS;
     nextMicrotask(this.pollHop);
@@ -491,7 +496,7 @@ export class Requests {
       return;
     }
     this.pollBackoff = POLL_BACKOFF;
-    this.polledInARow++;
+    this.tookOne();
     // More in flight (a batch sent at once, Promise.all): poll for the rest too, rather than
     // sleep and be woken for each few results that come.
     if (this.inflight > 0 && !this.polling) {
@@ -517,11 +522,30 @@ export class Requests {
 
   /** Called by the addon from the event loop when completions are queued. */
   readonly onComplete = (): void => {
-    this.polledInARow = 0;
+    if (afterThisTurn === undefined) this.takesThisTurn = 0;
+    if (this.takesThisTurn >= TAKES_PER_TURN) {
+      this.wakeHeld = true;
+      return;
+    }
     try {
-      this.take(0);
+      if (this.take(0)) this.tookOne();
     } catch (err) {
       rethrowLater(err);
+    }
+  };
+
+  /** Counts a take toward TAKES_PER_TURN. Without Node's own immediate (a fake clock took
+   * its place) the event loop's call resets the count instead, and only polls stop at the
+   * limit. */
+  private tookOne(): void {
+    if (++this.takesThisTurn === TAKES_PER_TURN && afterThisTurn !== undefined) afterThisTurn(this.turned);
+  }
+
+  private readonly turned = (): void => {
+    this.takesThisTurn = 0;
+    if (this.wakeHeld) {
+      this.wakeHeld = false;
+      this.onComplete();
     }
   };
 

@@ -76,19 +76,36 @@ test('slow writes on the writer thread do not delay timers either', async (t) =>
 // The JS thread polls briefly for the result of a request it has just sent (experiment 019).
 // Count what the addon's poll returns, by replacing its export (the library looks it up at
 // every call). A poll waits (`micros` > 0); the event loop's delivery takes with 0, and is
-// never replaced.
+// never replaced. `counts.longest`: the longest run of batches taken (either way) between
+// two check phases of the event loop, once `counts.watchTurns()` is called.
 function countPolls(t, replace) {
   const native = createRequire(import.meta.url)('../native/quietsqlite.node');
   const take = native.dbTakeCompletions;
-  const counts = { calls: 0, taken: 0 };
+  const counts = { calls: 0, taken: 0, deliveries: 0, longest: 0, run: 0, watching: false };
+  const delivered = (batch) => {
+    if (batch !== undefined && counts.watching) {
+      counts.deliveries++;
+      counts.longest = Math.max(counts.longest, ++counts.run);
+    }
+    return batch;
+  };
   native.dbTakeCompletions = function (handle, micros, ...rest) {
-    if (micros === 0) return take.call(this, handle, micros, ...rest);
+    if (micros === 0) return delivered(take.call(this, handle, micros, ...rest));
     counts.calls++;
     const batch = replace ? replace() : take.call(this, handle, micros, ...rest);
     if (batch !== undefined) counts.taken++;
-    return batch;
+    return delivered(batch);
+  };
+  const turn = () => {
+    counts.run = 0;
+    if (counts.watching) setImmediate(turn);
+  };
+  counts.watchTurns = () => {
+    counts.watching = true;
+    setImmediate(turn);
   };
   const restore = () => {
+    counts.watching = false;
     native.dbTakeCompletions = take;
   };
   t.after(restore);
@@ -100,26 +117,45 @@ test('an awaited loop of fast queries takes results by polling, and still lets t
   const db = await openMemory(t);
   await db.execute('CREATE TABLE t(a)');
   await db.executeBatch('INSERT INTO t VALUES (?)', Array.from({ length: 50 }, (_, i) => [i]));
-  let turns = 0;
-  let stop = false;
-  const turn = () => {
-    turns++;
-    if (!stop) setImmediate(turn);
-  };
-  setImmediate(turn);
+  counts.watchTurns();
   const n = 600;
   for (let i = 0; i < n; i++) assert.equal((await db.selectOne('SELECT a FROM t WHERE a = ?', [i % 50])).a, i % 50);
-  stop = true;
-  t.diagnostic(`${counts.taken} of ${counts.calls} polls took a result; the loop turned ${turns} times`);
-  if (availableParallelism() > 1) {
-    assert.ok(counts.calls > 0, 'the JS thread polled for results');
-    // Each poll that takes a result skips an event-loop turn; after a streak of them the loop
-    // must turn once, so timers and I/O are never starved by an awaited loop.
-    assert.ok(turns >= Math.floor(counts.taken / 33), `the event loop turned ${turns} times for ${counts.taken} polled results`);
-  } else {
-    assert.equal(counts.calls, 0, 'no polling on a single CPU');
+  counts.watching = false;
+  t.diagnostic(`${counts.taken} of ${counts.calls} polls took a result; at most ${counts.longest} batches between two turns of the event loop`);
+  if (availableParallelism() > 1) assert.ok(counts.calls > 0, 'the JS thread polled for results');
+  else assert.equal(counts.calls, 0, 'no polling on a single CPU');
+  assert.equal(counts.deliveries, n);
+  // Each batch taken without a turn of the event loop holds up timers and I/O a little; after
+  // 32 of them the loop must turn once, so an awaited loop never starves them.
+  assert.ok(counts.longest <= 32, `${counts.longest} batches of results were delivered without a turn of the event loop`);
+});
+
+// Node calls a threadsafe function again, without turning the event loop, when it was called
+// while its callback ran (up to 1,000 times): a result that comes while the JS thread is busy
+// is delivered at once, and the loop awaiting it runs on. With the JS thread busy after each
+// send (here a 300 us spin), every result is queued before the thread looks, by a poll or by
+// the threadsafe call; only a count of deliveries that the event loop's check phase resets
+// makes the loop turn.
+test('an awaited loop whose results are always ready still lets the event loop turn', async (t) => {
+  const { counts: runs } = countPolls(t);
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(a)');
+  await db.executeBatch('INSERT INTO t VALUES (?)', Array.from({ length: 50 }, (_, i) => [i]));
+  const spin = () => {
+    const until = performance.now() + 0.3;
+    while (performance.now() < until);
+  };
+  runs.watchTurns();
+  const n = 600;
+  for (let i = 0; i < n; i++) {
+    const row = db.selectOne('SELECT a FROM t WHERE a = ?', [i % 50]);
+    spin();
+    assert.equal((await row).a, i % 50);
   }
-  assert.ok(turns > 0, 'the event loop turned during the loop');
+  runs.watching = false;
+  t.diagnostic(`${runs.deliveries} deliveries; at most ${runs.longest} between two turns of the event loop`);
+  assert.equal(runs.deliveries, n);
+  assert.ok(runs.longest <= 32, `${runs.longest} batches of results were delivered without a turn of the event loop`);
 });
 
 test('results still arrive when a poll finds nothing or fails', async (t) => {
