@@ -133,9 +133,15 @@ test('sustained writes (one every 2 ms for 1 s): emissions keep coming at least 
   const start = performance.now();
   const end = start + 1000;
   const writes = [];
+  // The longest this loop went without running: a stall of the whole process (a loaded
+  // machine) delays emissions as much, and is allowed for.
+  let stall = 0;
+  let turnAt = start;
   while (performance.now() < end) {
     writes.push(db.execute('INSERT INTO t(v) VALUES (1)'));
     await sleep(2);
+    stall = Math.max(stall, performance.now() - turnAt - 2);
+    turnAt = performance.now();
   }
   const stop = performance.now();
   await Promise.all(writes);
@@ -149,8 +155,8 @@ test('sustained writes (one every 2 ms for 1 s): emissions keep coming at least 
     const marks = [start, ...inside, stop];
     let maxGap = 0;
     for (let i = 1; i < marks.length; i++) maxGap = Math.max(maxGap, marks[i] - marks[i - 1]);
-    t.diagnostic(`${name}: ${total} writes in ${(stop - start).toFixed(0)} ms, ${inside.length} emissions, largest gap ${maxGap.toFixed(1)} ms`);
-    assert.ok(maxGap < 250, `${name}: an emission gap of ${maxGap.toFixed(1)} ms under sustained writes (maxDelayMs 100)`);
+    t.diagnostic(`${name}: ${total} writes in ${(stop - start).toFixed(0)} ms, ${inside.length} emissions, largest gap ${maxGap.toFixed(1)} ms, longest stall ${stall.toFixed(1)} ms`);
+    assert.ok(maxGap < 250 + stall, `${name}: an emission gap of ${maxGap.toFixed(1)} ms under sustained writes (maxDelayMs 100; stall ${stall.toFixed(1)} ms)`);
     assertNonDecreasing(rec.emissions.map((r) => r[0].n), `${name} count`);
   }
   cheap.unsubscribe();

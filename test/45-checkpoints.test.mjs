@@ -50,13 +50,26 @@ async function openBlobs() {
   return { db, path };
 }
 
+/** Runs insertLoop on a new database up to three times, until its count of checkpoints is
+ * `fine`. Stalls of the JS thread longer than the writer's quiet (a GC pause, a loaded
+ * machine) let checkpoints in that a quiet machine would not see; a writer that checkpoints
+ * where it should not does so in every attempt. Returns the last attempt's database, path
+ * and count. */
+async function loopUntil(rows, fine) {
+  for (let attempt = 1; ; attempt++) {
+    const { db, path } = await openBlobs();
+    const checkpoints = await insertLoop(db, path, rows);
+    if (fine(checkpoints) || attempt === 3) return { db, path, checkpoints };
+    await db.close();
+  }
+}
+
 test('a loop of writes with work between them runs no checkpoint; a pause after it does', async () => {
-  const { db, path } = await openBlobs();
   // 3500 WAL frames: three and a half times the 1000 after which an idle writer
-  // checkpoints, below the 4000 after which any gap will do.
-  const checkpoints = await insertLoop(db, path, 700);
-  // One stall of the JS thread longer than the quiet (a GC pause on a loaded machine) may
-  // let one checkpoint in; a writer that checkpoints in every gap ran two or three.
+  // checkpoints, below the 4000 after which any gap will do. One stall of the JS thread
+  // longer than the quiet may let one checkpoint in; a writer that checkpoints in every gap
+  // runs two or three.
+  const { db, path, checkpoints } = await loopUntil(700, (n) => n <= 1);
   assert.ok(checkpoints <= 1, `${checkpoints} checkpoints during the loop`);
   // The WAL holds 1000 pages or more whatever happened above (one transaction of ~1050
   // frames, no gap).
@@ -71,11 +84,11 @@ test('a loop of writes with work between them runs no checkpoint; a pause after 
 });
 
 test('writes that never pause still get a checkpoint once the WAL holds 4000 pages', async () => {
-  const { db, path } = await openBlobs();
   // ~9000 WAL frames without a pause: a checkpoint at about 4000 and 8000, not one per 1000,
   // and not none until the 20000 after which even a busy writer checkpoints.
-  const checkpoints = await insertLoop(db, path, 1800);
-  assert.ok(checkpoints >= 1 && checkpoints <= 4, `${checkpoints} checkpoints during the loop`);
+  const fine = (n) => n >= 1 && n <= 4;
+  const { db, checkpoints } = await loopUntil(1800, fine);
+  assert.ok(fine(checkpoints), `${checkpoints} checkpoints during the loop`);
   await db.close();
 });
 
