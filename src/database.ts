@@ -45,6 +45,7 @@ import { LiveQuery, type LiveHost, type StreamOptions } from './stream';
 import type { Diagnostics, NativeDiagnostics } from './diagnostics';
 import { TransactionHandle } from './transaction-handle';
 import { newStatement, Statement, statementId, type StatementHost } from './statement';
+import { SqlTexts } from './sql-texts';
 import { Functions, type AggregateOptions, type FunctionOptions } from './functions';
 
 /** Entry points only an addon built with the `test-hooks` feature has (`npm test`). */
@@ -153,6 +154,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
   #sendingBatch = false;
   /** What live queries need from this database. */
   readonly #liveHost: LiveHost;
+  /** The SQL texts sent by number (`#sqlRef`). */
+  readonly #texts = new SqlTexts((sql) => this.#native.prepareStatement(sql));
   /** The transaction holding the writer, with the means to cancel it (forced close). */
   #running:
     | { tx: Transaction; cancel: (reason: unknown) => void; settled: () => Promise<void>; handle?: TransactionHandle }
@@ -279,7 +282,15 @@ export class Database implements Executor, TransactionHost, StatementHost {
 
   /** What the addon takes as `sql`: checked text, or the id of a prepared statement of this
    * database (whose text was checked once, by prepare()). */
+  /** What a request sends for `sql`: the number of a prepared statement or of a text sent
+   * before (`#texts`), or the checked text. */
   #sqlRef(sql: unknown): string | number {
+    if (typeof sql === 'string') {
+      const number = this.#texts.numberOf(sql);
+      if (number !== undefined) return number;
+      checkSql(sql);
+      return this.#texts.noteText(sql);
+    }
     if (sql instanceof Statement) return statementId(sql, this);
     checkSql(sql);
     return sql;
@@ -1029,6 +1040,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
       if (force) await this.#forceClose();
       await closed;
       this.#requests.closed();
+      this.#texts.clear();
       const temporary = this.#native.temporaryPath();
       if (temporary != null) temporaryFiles.delete(temporary);
       this.#native.dispose();

@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { promisify } from 'node:util';
 import { Database, ErrorCodes } from '../dist/index.mjs';
 import { assertSqliteError, openMemory, openTemp, rejectsAsync } from './fixtures/helpers.mjs';
@@ -388,4 +389,77 @@ test('a review: the exported Statement class cannot be constructed by hand (an u
   assert.ok(made instanceof Statement);
   assert.throws(() => new Statement(db, 'SELECT 1', 'DELETE FROM t'), { name: 'TypeError', message: /use db.prepare/ });
   assert.deepEqual(await made.selectOne(), { one: 1 });
+});
+
+// Experiment 071: a text sent a second time is registered as a prepared statement is, and
+// sent by its number from then on (src/sql-texts.ts).
+test('a SQL text sent again goes by number: the same results and errors, in and out of transactions; bounded', async (t) => {
+  const COUNT = Symbol.for('quietsqlite.statementCount');
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(a)');
+  assert.equal(db[COUNT](), 0, 'a text sent once is not registered');
+  const insert = 'INSERT INTO t VALUES (?)';
+  for (let i = 1; i <= 3; i++) assert.deepEqual(await db.execute(insert, [i]), { changes: 1, lastInsertRowid: i, rows: [] });
+  assert.equal(db[COUNT](), 1, 'registered when sent the second time');
+  const read = 'SELECT a FROM t WHERE a >= ? ORDER BY a';
+  for (let i = 0; i < 3; i++) assert.deepEqual(await db.select(read, [2]), [{ a: 2 }, { a: 3 }]);
+  assert.deepEqual(await db.selectBytes(read, [3]).then((b) => JSON.parse(b.toString())), [{ a: 3 }]);
+  assert.equal(db[COUNT](), 2);
+  await db.transaction(async (tx) => {
+    await tx.execute(insert, [4]);
+    assert.deepEqual(await tx.select(read, [4]), [{ a: 4 }]);
+  });
+  assert.deepEqual(await db.select(read, [4]), [{ a: 4 }]);
+  const bad = 'SELECT nope FROM t';
+  const errors = [];
+  for (let i = 0; i < 3; i++) errors.push(await db.select(bad).then(() => undefined, (e) => e));
+  assert.equal(db[COUNT](), 3);
+  for (const e of errors) {
+    assert.ok(e instanceof Error);
+    assert.equal(e.message, errors[0].message);
+    assert.equal(e.code, errors[0].code);
+  }
+  assert.match(errors[2].message, /no such column/);
+  for (const key of ['message', 'code', 'sql', 'errno']) assert.equal(errors[2][key], errors[0][key], key);
+  await assert.rejects(db.select('SELECT 1\0'), TypeError);
+  await assert.rejects(db.select('SELECT 1\0'), TypeError);
+  // The insert's text, registered above: a batch goes by its number too.
+  assert.deepEqual(await db.executeBatch(insert, [[5], [6]]), { changes: 2 });
+  assert.deepEqual(await db.executeBatch(insert, [[7]]), { changes: 1 });
+  assert.deepEqual(await db.select('SELECT count(*) AS n FROM t'), [{ n: 7 }]);
+  // One-off texts and long texts are never registered; at most 256 texts are.
+  for (let i = 0; i < 300; i++) assert.deepEqual(await db.selectOne(`SELECT ${i} AS once`), { once: i });
+  const long = `SELECT '${'x'.repeat(2000)}' AS long`;
+  for (let i = 0; i < 3; i++) assert.equal((await db.selectOne(long)).long.length, 2000);
+  assert.equal(db[COUNT](), 3);
+  for (let i = 0; i < 300; i++) {
+    const sql = `SELECT ${i} AS twice`;
+    for (let k = 0; k < 3; k++) assert.deepEqual(await db.selectOne(sql), { twice: i });
+  }
+  assert.equal(db[COUNT](), 256);
+});
+
+test('what a read sends for its SQL: the text twice, then its number; per database', async (t) => {
+  const native = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const read = native.dbRead;
+  const sent = [];
+  native.dbRead = function (handle, id, sql, ...rest) {
+    sent.push(typeof sql);
+    return read.call(this, handle, id, sql, ...rest);
+  };
+  t.after(() => {
+    native.dbRead = read;
+  });
+  const a = await openMemory(t);
+  const b = await openMemory(t);
+  for (let i = 0; i < 3; i++) assert.deepEqual(await a.selectOne('SELECT 1 AS one'), { one: 1 });
+  assert.deepEqual(sent.splice(0), ['string', 'number', 'number']);
+  // The other database has numbers of its own.
+  for (let i = 0; i < 3; i++) assert.deepEqual(await b.selectOne('SELECT 1 AS one'), { one: 1 });
+  assert.deepEqual(sent.splice(0), ['string', 'number', 'number']);
+  // A text made at run time, and a slice of a larger one, find the number all the same.
+  const parts = 'SELECT 2 AS two;SELECT 1 AS one'.split(';');
+  assert.deepEqual(await a.selectOne(parts[1]), { one: 1 });
+  assert.deepEqual(await a.selectOne(['SELECT 1', 'AS one'].join(' ')), { one: 1 });
+  assert.deepEqual(sent.splice(0), ['number', 'number']);
 });

@@ -285,9 +285,8 @@ impl Database {
         }
         if self.readonly {
             let sql = match &job.kind {
-                WriteKind::Execute { sql, .. } | WriteKind::Batch { sql, .. } | WriteKind::Read { sql, .. } => {
-                    Some(sql.clone())
-                }
+                WriteKind::Execute { sql, .. } | WriteKind::Read { sql, .. } => Some(sql.to_string()),
+                WriteKind::Batch { sql, .. } => Some(sql.clone()),
                 _ => None,
             };
             return Err(Error::Sqlite {

@@ -52,6 +52,6 @@ pub use inline::{Inline, InlineReader};
 pub use iterate::IterateJob;
 pub use query::{BatchSets, ExecOutcome, ReadFormat, ReadOutput};
 pub use reader::ReadJob;
-pub use statements::{Description, Statements};
+pub use statements::{Description, SqlText, Statements};
 pub use value::{PackedSets, Params, Value, MAX_PARAMETERS, MAX_VALUE_BYTES};
 pub use writer::{ChangeListener, TxId, TxMode, WriteJob, WriteKind};

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 pub struct ReadJob {
     pub id: RequestId,
-    pub sql: String,
+    pub sql: crate::statements::SqlText,
     pub params: Params,
     pub format: ReadFormat,
     /// Registers a ticket so `Database::cancel(id)` can drop or interrupt it.

@@ -12,6 +12,45 @@ use rusqlite::{ffi, Connection};
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// The SQL text of a request: a copy of its own, or a registered statement's text, shared
+/// with the registry (no copy made on the JS thread, none freed on the reader's).
+#[derive(Debug, Clone)]
+pub enum SqlText {
+    Own(String),
+    Registered(Arc<str>),
+}
+
+impl SqlText {
+    pub fn into_string(self) -> String {
+        match self {
+            SqlText::Own(s) => s,
+            SqlText::Registered(s) => s.to_string(),
+        }
+    }
+}
+
+impl std::ops::Deref for SqlText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            SqlText::Own(s) => s,
+            SqlText::Registered(s) => s,
+        }
+    }
+}
+
+impl From<String> for SqlText {
+    fn from(s: String) -> SqlText {
+        SqlText::Own(s)
+    }
+}
+
+impl From<&str> for SqlText {
+    fn from(s: &str) -> SqlText {
+        SqlText::Own(s.to_string())
+    }
+}
+
 /// Statement ids to SQL. Shared by the threads of one front end; a lookup is one index into
 /// a slot table under an uncontended lock (no hashing: it is on every call's path).
 #[derive(Default)]

@@ -11,6 +11,7 @@ use crate::query::{self, ReadFormat};
 use crate::connection::{Cipher, Key, Location, OpenOptions};
 use crate::read_connection::ReadConnection;
 use crate::reader::{poll, ReaderMsg, RekeyGate};
+use crate::statements::SqlText;
 use crate::value::Params;
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use rusqlite::Connection;
@@ -30,9 +31,9 @@ pub enum TxMode {
 
 #[derive(Debug)]
 pub enum WriteKind {
-    Execute { sql: String, params: Params },
+    Execute { sql: SqlText, params: Params },
     /// A read on the writer connection (inside a transaction it sees uncommitted writes).
-    Read { sql: String, params: Params, format: ReadFormat },
+    Read { sql: SqlText, params: Params, format: ReadFormat },
     /// `later`: the parts after `sets`, when the batch crosses in parts (batch_parts.rs).
     Batch { sql: String, sets: crate::query::BatchSets, later: Option<crate::batch_parts::LaterParts> },
     /// With `silent`, the caller went on without waiting for it (docs/experiments/058-silent-begin.md):

@@ -24,7 +24,7 @@ use quietsqlite_core::extensions::Extension;
 use quietsqlite_core::functions::{Definition, Kind, Op};
 use quietsqlite_core::{
     BatchSets, Database, Error as CoreError, Inline, InlineReader, IterateJob, Params, ReadFormat, ReadJob, ReadOutput,
-    Statements, TxMode, WriteJob, WriteKind,
+    SqlText, Statements, TxMode, WriteJob, WriteKind,
 };
 use sink::NodeSink;
 use std::rc::Rc;
@@ -774,7 +774,7 @@ impl DatabaseState {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-            let sql = self.sql_of(&env, sql)?;
+            let sql = self.sql_text_of(&env, sql)?;
             self.db
                 .read(ReadJob { id, sql, params, format: read_format(format), cancellable: cancellable.unwrap_or(false) })
                 .map_err(|e| core_error(&env, e))
@@ -800,7 +800,7 @@ impl DatabaseState {
             // The connection is not borrowed while the parameters are converted: their getters
             // are JavaScript, which may close the database or rekey it (both take the
             // connection; a borrow held here made them panic). A nested read just declines.
-            let sql = self.sql_of(&env, sql)?;
+            let sql = self.sql_text_of(&env, sql)?;
             let closes = {
                 let Ok(mut slot) = self.inline.try_borrow_mut() else { return Ok(None) };
                 let Some(inline) = slot.as_mut() else { return Ok(None) };
@@ -843,7 +843,7 @@ impl DatabaseState {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-            let sql = self.sql_of(&env, sql)?;
+            let sql = self.sql_text_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Read { sql, params, format: read_format(format) }, cancellable)
         })
     }
@@ -852,7 +852,7 @@ impl DatabaseState {
         guard(&env, || {
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-            let sql = self.sql_of(&env, sql)?;
+            let sql = self.sql_text_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Execute { sql, params }, cancellable)
         })
     }
@@ -910,13 +910,19 @@ impl DatabaseState {
         })
     }
 
-    /// `sql` as the JS layer sends it: SQL text, or the id (a number) of a prepared statement.
-    /// Text is read straight away (no type check first: the hot path of every query); only
-    /// when Node-API says it is not a string is it taken as an id.
+    /// `sql_text_of` as a `String` of its own, for the requests that keep one.
     fn sql_of(&self, env: &Env, sql: Unknown) -> Result<String> {
+        self.sql_text_of(env, sql).map(SqlText::into_string)
+    }
+
+    /// `sql` as the JS layer sends it: SQL text, or the number of a registered statement
+    /// (made by `prepare`, or for a text sent before: src/sql-texts.ts), whose text is
+    /// shared, not copied. Text is read straight away (no type check first: the hot path of
+    /// every query); only when Node-API says it is not a string is it taken as a number.
+    fn sql_text_of(&self, env: &Env, sql: Unknown) -> Result<SqlText> {
         // SAFETY: the JS thread, this call's env, and a value of this call.
         match unsafe { values::get_string(env.raw(), sql.raw(), &|| "the SQL text".to_string()) } {
-            Ok(text) => Ok(text),
+            Ok(text) => Ok(SqlText::Own(text)),
             Err(ParamError::Napi(sys::Status::napi_string_expected)) => {
                 let mut id = 0u32;
                 // SAFETY: as above; `id` is a valid out-pointer.
@@ -924,7 +930,7 @@ impl DatabaseState {
                 if status != sys::Status::napi_ok {
                     return Err(throw(env, ParamError::Type("sql must be a string".into())));
                 }
-                self.statements.sql(id).map(|s| s.to_string()).map_err(|e| core_error(env, e))
+                self.statements.sql(id).map(SqlText::Registered).map_err(|e| core_error(env, e))
             }
             Err(e) => Err(throw(env, e)),
         }
