@@ -280,10 +280,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
 
   // ---- reads ----
 
-  /** What the addon takes as `sql`: checked text, or the id of a prepared statement of this
-   * database (whose text was checked once, by prepare()). */
-  /** What a request sends for `sql`: the number of a prepared statement or of a text sent
-   * before (`#texts`), or the checked text. */
+  /** What the addon takes as `sql`: the number of a prepared statement of this database or
+   * of a text sent before (`#texts`), each checked once, or the checked text. */
   #sqlRef(sql: unknown): string | number {
     if (typeof sql === 'string') {
       const number = this.#texts.numberOf(sql);
