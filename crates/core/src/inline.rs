@@ -259,7 +259,7 @@ mod tests {
         writer.execute_batch("INSERT INTO t VALUES (3)").unwrap();
         writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0).map(|busy| assert_eq!(busy, 0))).unwrap();
         let sql = "SELECT count(*) AS n FROM t WHERE x > ?";
-        match inline.run(sql, &Params::Positional(vec![Value::Integer(0)]), ReadFormat::Json).unwrap() {
+        match inline.run(sql, &Params::Positional(vec![Value::Integer(0)].into()), ReadFormat::Json).unwrap() {
             Inline::Done(ReadOutput::Json(bytes)) => assert_eq!(bytes, br#"[{"n":3}]"#),
             other => panic!("{other:?}"),
         }

@@ -469,7 +469,7 @@ mod tests {
         for blank in ["", "  ", ";", "/* c */", "-- nothing"] {
             assert!(matches!(execute(&conn, blank, &Params::None), Err(Error::Range(_))), "{blank:?}");
         }
-        let with_params = execute(&conn, "INSERT INTO a VALUES (?); SELECT 1", &Params::Positional(vec![crate::Value::Integer(1)]));
+        let with_params = execute(&conn, "INSERT INTO a VALUES (?); SELECT 1", &Params::Positional(vec![crate::Value::Integer(1)].into()));
         assert!(matches!(with_params, Err(Error::Range(_))));
     }
 

@@ -23,9 +23,47 @@ pub enum Value {
 pub enum Params {
     #[default]
     None,
-    Positional(Vec<Value>),
+    Positional(Positional),
     /// Names as the caller wrote them, without the `:`/`@`/`$` prefix (a prefix is accepted too).
     Named(Vec<(String, Value)>),
+}
+
+/// The values of positional parameters. A single one (a lookup by key, the commonest case)
+/// is kept inline: the JS thread allocates nothing for it, and the reader frees nothing.
+#[derive(Debug, Clone)]
+pub enum Positional {
+    One(Value),
+    Many(Vec<Value>),
+}
+
+impl std::ops::Deref for Positional {
+    type Target = [Value];
+    fn deref(&self) -> &[Value] {
+        match self {
+            Positional::One(v) => std::slice::from_ref(v),
+            Positional::Many(vs) => vs,
+        }
+    }
+}
+
+/// The same values are equal however they are kept.
+impl PartialEq for Positional {
+    fn eq(&self, other: &Positional) -> bool {
+        **self == **other
+    }
+}
+
+impl From<Vec<Value>> for Positional {
+    fn from(mut values: Vec<Value>) -> Positional {
+        match values.pop() {
+            Some(v) if values.is_empty() => Positional::One(v),
+            Some(v) => {
+                values.push(v);
+                Positional::Many(values)
+            }
+            None => Positional::Many(values),
+        }
+    }
 }
 
 impl Params {
@@ -197,6 +235,26 @@ fn utf8_end(text: &[u8], start: usize, units: usize) -> usize {
 mod tests {
     use super::*;
     use rusqlite::types::ValueRef;
+
+    #[test]
+    fn one_positional_value_is_kept_inline_and_equals_the_same_in_a_vector() {
+        let text = || Value::Text("héllo".into());
+        let one = Positional::One(text());
+        assert!(matches!(Positional::from(vec![text()]), Positional::One(Value::Text(ref s)) if s == "héllo"));
+        assert!(matches!(Positional::from(vec![]), Positional::Many(ref v) if v.is_empty()));
+        let two: Positional = vec![Value::Integer(1), Value::Null].into();
+        assert_eq!(&*two, &[Value::Integer(1), Value::Null]);
+        assert_eq!(one, Positional::Many(vec![text()]));
+        assert_ne!(one, two);
+        // Live queries share work by this key: however the value is kept, the key is the same.
+        let key = |p: Params| {
+            let mut out = Vec::new();
+            p.append_key(&mut out);
+            out
+        };
+        assert_eq!(key(Params::Positional(one)), key(Params::Positional(Positional::Many(vec![text()]))));
+        assert_ne!(key(Params::Positional(Positional::One(Value::Integer(1)))), key(Params::Positional(two)));
+    }
 
     #[test]
     fn inconsistent_packed_sets_are_refused_before_they_are_walked() {

@@ -10,7 +10,7 @@ use std::time::Duration;
 const INSERT: &str = "INSERT INTO t(x) VALUES (?)";
 
 fn sets(from: i64, to: i64) -> BatchSets {
-    BatchSets::Each((from..to).map(|i| Params::Positional(vec![Value::Integer(i)])).collect())
+    BatchSets::Each((from..to).map(|i| Params::Positional(vec![Value::Integer(i)].into())).collect())
 }
 
 fn count(h: &Harness) -> String {
@@ -53,7 +53,7 @@ fn a_failure_in_a_later_part_names_its_set_in_the_whole_batch_and_undoes_every_p
     // A set with too few values, the second of the batch (the first of its second part).
     let id = h.id();
     h.db().write_batch_in_parts(id, None, INSERT.into(), sets(5000, 5001), false).unwrap();
-    h.db().batch_part(BatchSets::Each(vec![Params::Positional(vec![])])).unwrap();
+    h.db().batch_part(BatchSets::Each(vec![Params::Positional(vec![].into())])).unwrap();
     h.db().end_batch(true);
     match h.wait(id) {
         Err(Error::Range(m)) => assert!(m.starts_with("parameter set 1:"), "{m}"),

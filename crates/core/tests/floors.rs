@@ -19,7 +19,8 @@ fn rows(n: i64) -> Vec<Params> {
                 Value::Real(i as f64 / 7.0),
                 Value::Text(format!("cat{}", i % 20)),
                 Value::Integer(1_700_000_000 + i),
-            ])
+            ]
+            .into())
         })
         .collect()
 }

@@ -81,7 +81,7 @@ fn identical_queries_share_one_group() {
     let h = open(2);
     h.exec("CREATE TABLE t(v INTEGER)");
     let live = h.db().live();
-    let p = || Params::Positional(vec![quietsqlite_core::Value::Integer(0)]);
+    let p = || Params::Positional(vec![quietsqlite_core::Value::Integer(0)].into());
     h.db()
         .subscribe(
             1,
@@ -102,7 +102,7 @@ fn identical_queries_share_one_group() {
         .subscribe(
             3,
             "SELECT v FROM t WHERE v > ?".into(),
-            Params::Positional(vec![quietsqlite_core::Value::Integer(5)]),
+            Params::Positional(vec![quietsqlite_core::Value::Integer(5)].into()),
             Duration::from_millis(5),
         )
         .unwrap();

@@ -4,7 +4,7 @@
 use napi::sys;
 use quietsqlite_core::buffer_pool;
 use quietsqlite_core::error::code_name;
-use quietsqlite_core::{Error, Output, Params, ReadOutput, Value, MAX_PARAMETERS, MAX_VALUE_BYTES};
+use quietsqlite_core::{Error, Output, Params, Positional, ReadOutput, Value, MAX_PARAMETERS, MAX_VALUE_BYTES};
 use std::ffi::c_void;
 use std::ptr;
 
@@ -208,13 +208,19 @@ pub unsafe fn to_params(env: sys::napi_env, v: sys::napi_value, label: &str) -> 
                 "{label} has {n} elements; a statement takes at most {MAX_PARAMETERS} parameters"
             )));
         }
-        let mut values = Vec::with_capacity(n as usize);
-        for i in 0..n {
+        let item = |i: u32| -> Result<Value, ParamError> {
             let mut item = ptr::null_mut();
             ok(sys::napi_get_element(env, v, i, &mut item))?;
-            values.push(to_value(env, item, &|| format!("{label}[{i}]"))?);
+            to_value(env, item, &|| format!("{label}[{i}]"))
+        };
+        if n == 1 {
+            return Ok(Params::Positional(Positional::One(item(0)?)));
         }
-        return Ok(Params::Positional(values));
+        let mut values = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            values.push(item(i)?);
+        }
+        return Ok(Params::Positional(Positional::Many(values)));
     }
     if view_bytes(env, v, &|| label.to_owned())?.is_some() {
         return Err(ParamError::Type(format!(
