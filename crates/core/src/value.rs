@@ -29,7 +29,8 @@ pub enum Params {
 }
 
 /// The values of positional parameters. A single one (a lookup by key, the commonest case)
-/// is kept inline: the JS thread allocates nothing for it, and the reader frees nothing.
+/// is kept inline: for a number or null the JS thread allocates nothing, and the reader
+/// frees nothing.
 #[derive(Debug, Clone)]
 pub enum Positional {
     One(Value),
