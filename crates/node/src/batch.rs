@@ -179,7 +179,8 @@ pub fn can_write() -> bool {
 
 /// Writes `batch` (at most `MAX_ENTRIES`) into `scratch`, a Buffer of `SCRATCH_BYTES` or more,
 /// and returns the array of its other payloads, or null when it has none; `batch` is left
-/// empty, its capacity kept for the next batch. `more`: completions are still queued. When the scratch is no longer such a Buffer by the time it is written
+/// empty, its capacity kept for the next batch. `more`: completions are still queued. When
+/// the scratch is no longer such a Buffer by the time it is written
 /// (a program detached it), the batch comes in a new one instead, and the answer is
 /// `{ scratch, values }`: the caller keeps that Buffer as its scratch. Err only when Node
 /// cannot make a value (memory ran out), or when called inside a `write` (see `can_write`).
