@@ -546,6 +546,13 @@ export class Requests {
     if (this.wakeHeld) {
       this.wakeHeld = false;
       this.onComplete();
+    } else if (this.inflight > 0 && !this.polling && this.pollSkips === 0) {
+      // The request sent at the limit was not polled for; poll now rather than sleep in the
+      // event loop until its threadsafe call wakes it (10-30 µs more, every TAKES_PER_TURN
+      // requests of an awaited loop).
+      this.polling = true;
+      this.pollHops = 1;
+      nextMicrotask(this.pollHop);
     }
   };
 
