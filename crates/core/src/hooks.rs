@@ -65,6 +65,9 @@ struct HookState {
     tracking: Arc<AtomicBool>,
     /// The key of the table changed last, so consecutive rows need no allocation.
     last_key: String,
+    /// `pending` marks that table's whole rows changed: nothing more to record for it until
+    /// `pending` is taken or cleared (every row of a bulk insert after its first).
+    last_whole: bool,
     /// How the writer tells a statement's own insert of the rowid the connection already
     /// reports (delete and insert again, REPLACE) from no insert at all: the rowid to watch
     /// for (`watch_rowid`), and whether a row with it was inserted by a statement itself, not
@@ -116,6 +119,7 @@ impl ChangeTracker {
             wal_pages: 0,
             tracking,
             last_key: String::new(),
+            last_whole: false,
             watched_rowid: 0,
             watched_hit: false,
         });
@@ -233,16 +237,22 @@ unsafe extern "C" fn on_preupdate(
         if !key_matches(&state.last_key, schema, table) {
             // SAFETY: both byte strings come from `cstr`, which returns validated `&str`s.
             state.last_key = table_key(std::str::from_utf8_unchecked(schema), std::str::from_utf8_unchecked(table));
+            state.last_whole = false;
+        }
+        if state.last_whole {
+            return;
         }
         let change = match state.pending.tables.get_mut(state.last_key.as_str()) {
             Some(c) => c,
             None => state.pending.tables.entry(state.last_key.clone()).or_default(),
         };
         if change.whole_rows {
+            state.last_whole = true;
             return;
         }
         if op != ffi::SQLITE_UPDATE || key1 != key2 || !state.tracking.load(Ordering::Relaxed) {
             change.whole_rows = true;
+            state.last_whole = true;
             return;
         }
         let n = ffi::sqlite3_preupdate_count(db);
@@ -265,6 +275,7 @@ unsafe extern "C" fn on_commit(ctx: *mut c_void) -> c_int {
     // SAFETY: as in on_preupdate.
     let state = &mut *(ctx as *mut HookState);
     let done = std::mem::take(&mut state.pending);
+    state.last_whole = false;
     state.committed.get_or_insert_with(ChangeSet::default).merge(done);
     0
 }
@@ -273,6 +284,7 @@ unsafe extern "C" fn on_rollback(ctx: *mut c_void) {
     // SAFETY: as in on_preupdate.
     let state = &mut *(ctx as *mut HookState);
     state.pending = ChangeSet::default();
+    state.last_whole = false;
 }
 
 unsafe extern "C" fn on_wal(ctx: *mut c_void, _db: *mut ffi::sqlite3, _name: *const c_char, pages: c_int) -> c_int {
@@ -316,6 +328,22 @@ mod tests {
         assert!(tr.take_committed().is_none());
         conn.execute_batch("BEGIN; INSERT INTO t VALUES (1,2,3); COMMIT").unwrap();
         assert!(tr.take_committed().unwrap().tables.contains_key("main.t"));
+    }
+
+    #[test]
+    fn a_whole_rows_mark_stays_with_its_table_and_transaction() {
+        let (conn, mut tr) = setup();
+        conn.execute_batch("CREATE TABLE u(x, y); INSERT INTO u VALUES (1, 2)").unwrap();
+        tr.take_committed();
+        // Rows of `t` inserted, then `u` updated: the mark of `t` says nothing about `u`.
+        conn.execute_batch("BEGIN; INSERT INTO t VALUES (1,2,3); INSERT INTO t VALUES (4,5,6); UPDATE u SET y = 3; COMMIT").unwrap();
+        let cs = tr.take_committed().unwrap();
+        assert!(cs.tables["main.t"].whole_rows);
+        assert!(!cs.tables["main.u"].whole_rows && cs.tables["main.u"].column_changed(1), "{cs:?}");
+        // Nor does it outlive a rollback: the next update of `t` is recorded by column.
+        conn.execute_batch("BEGIN; INSERT INTO t VALUES (7,8,9); ROLLBACK; UPDATE t SET c = 0 WHERE a = 1").unwrap();
+        let cs = tr.take_committed().unwrap();
+        assert!(!cs.tables["main.t"].whole_rows && cs.tables["main.t"].column_changed(2), "{cs:?}");
     }
 
     #[test]
