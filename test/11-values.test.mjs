@@ -284,6 +284,23 @@ test('rows are plain objects with own enumerable properties in column order', as
   assert.deepStrictEqual(two, [{ x: 99 }, { x: 2 }]);
 });
 
+test('rows named like Object.prototype members are plain objects with those own properties', async (t) => {
+  const db = await openMemory(t);
+  const names = ['constructor', 'toString', 'prototype', 'valueOf', '2', 'hasOwnProperty', '10', 'a b'];
+  const sql = `SELECT ${names.map((n, i) => `${i} AS "${n}"`).join(', ')}`;
+  for (let k = 0; k < 3; k++) {
+    const row = await db.selectOne(sql);
+    assert.equal(Object.getPrototypeOf(row), Object.prototype);
+    // Integer-like keys first, ascending, as for any object.
+    assert.deepStrictEqual(Object.keys(row), ['2', '10', 'constructor', 'toString', 'prototype', 'valueOf', 'hasOwnProperty', 'a b']);
+    assert.deepStrictEqual(row, Object.fromEntries(names.map((n, i) => [n, i])));
+    for (const key of names) assert.ok(Object.hasOwn(row, key), key);
+    const plain = await db.selectOne('SELECT 1 AS x');
+    assert.equal(plain.constructor, Object);
+    assert.deepStrictEqual(Object.getOwnPropertyNames(plain), ['x']);
+  }
+});
+
 test("rowMode 'array' returns value arrays and keeps duplicate column names", async (t) => {
   const db = await openMemory(t);
   const rows = await db.select("SELECT 1 AS a, 'x' AS a, NULL AS a, x'ff' AS b", [], { rowMode: 'array' });
