@@ -162,9 +162,9 @@ test('an awaited loop whose results are always ready still lets the event loop t
 // The request an awaited loop sends as it reaches the 32-batch limit is not polled for until
 // the event loop has turned. The turn must poll for it then: left to the threadsafe call, the
 // JS thread went to sleep in the event loop and was woken by it (such a request took 11-17 us
-// instead of 3-4, once every 32). Here polls never miss (each waits until its result comes) and each query takes
-// longer than a turn of the idle loop, so only a request nobody polled for is delivered by
-// the event loop's call.
+// instead of 3-4, once every 32). Here polls never miss (each waits until its result comes)
+// and each query takes longer than a turn of the idle loop, so only a request nobody polled
+// for is delivered by the event loop's call.
 test('an awaited loop polls, after the event loop turned, for the request it sent at the limit', async (t) => {
   if (availableParallelism() === 1) return t.skip('no polling on a single CPU');
   const { counts } = countPolls(t, (take) => {
