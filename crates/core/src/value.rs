@@ -55,14 +55,10 @@ impl PartialEq for Positional {
 }
 
 impl From<Vec<Value>> for Positional {
-    fn from(mut values: Vec<Value>) -> Positional {
-        match values.pop() {
-            Some(v) if values.is_empty() => Positional::One(v),
-            Some(v) => {
-                values.push(v);
-                Positional::Many(values)
-            }
-            None => Positional::Many(values),
+    fn from(values: Vec<Value>) -> Positional {
+        match <[Value; 1]>::try_from(values) {
+            Ok([v]) => Positional::One(v),
+            Err(values) => Positional::Many(values),
         }
     }
 }
