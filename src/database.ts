@@ -23,7 +23,7 @@ import {
   type OpenOptions,
   type QueryOptions,
 } from './options';
-import { packParamSets, paramsAsOfNow } from './params';
+import { PACKED_LAYOUT, packParamSets, packParams, paramsAsOfNow } from './params';
 import { Kind, nextMicrotask, Requests, rowsAs, type Description, type ExecuteResult, type Stop } from './requests';
 import { decodeRowsIn, type IntMode, type Row, type SqlValue } from './rows';
 import { resolveIterateOptions, RowIterator, type IterateHost, type IterateOptions } from './iterate';
@@ -339,7 +339,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
         o.rowMode,
         (id, cancellable) => {
           try {
-            binding.dbRead(this.#handle, id, ref, params, format, cancellable);
+            const packed = packParams(params);
+            if (typeof packed === 'string') binding.dbRead(this.#handle, id, ref, PACKED_LAYOUT, format, cancellable, packed);
+            else binding.dbRead(this.#handle, id, ref, packed ?? params, format, cancellable);
           } catch (err) {
             throw fromNativeThrow(err);
           }
@@ -667,7 +669,11 @@ export class Database implements Executor, TransactionHost, StatementHost {
       return this.#write(
         FORMATS[format],
         o.rowMode,
-        (id, c) => binding.dbWriterRead(this.#handle, id, tx, ref, params, format, c),
+        (id, c) => {
+          const packed = packParams(params);
+          if (typeof packed === 'string') binding.dbWriterRead(this.#handle, id, tx, ref, PACKED_LAYOUT, format, c, packed);
+          else binding.dbWriterRead(this.#handle, id, tx, ref, packed ?? params, format, c);
+        },
         stopOf(o, txSignals),
       );
     } catch (err) {
@@ -681,7 +687,16 @@ export class Database implements Executor, TransactionHost, StatementHost {
       const ref = this.#sqlRef(sql);
       checkParams(params);
       const o = resolveCallOptions(options, true, this.#timeoutMs);
-      return this.#write(Kind.Execute, o.rowMode, (id, c) => binding.dbExecute(this.#handle, id, tx, ref, params, c), stopOf(o, txSignals));
+      return this.#write(
+        Kind.Execute,
+        o.rowMode,
+        (id, c) => {
+          const packed = packParams(params);
+          if (typeof packed === 'string') binding.dbExecute(this.#handle, id, tx, ref, PACKED_LAYOUT, c, packed);
+          else binding.dbExecute(this.#handle, id, tx, ref, packed ?? params, c);
+        },
+        stopOf(o, txSignals),
+      );
     } catch (err) {
       return rejected(err);
     }

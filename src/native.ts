@@ -26,12 +26,39 @@ interface Binding {
   FUNCTION_OP_FINAL: number;
   // The calls made per request, by the database's `handle` (crates/node/src/handles.rs).
   // Looked up on `binding` at every call, so that tests can watch them.
-  // dbRead and dbTakeCompletions are plain Node-API callbacks, not napi-rs functions, so
-  // the generated declarations do not list them (crates/node/src/request_calls.rs).
-  dbRead: (handle: number, id: number, sql: string | number, params: unknown, format: number, cancellable?: boolean) => void;
+  // dbRead, dbWriterRead, dbExecute and dbTakeCompletions are plain Node-API callbacks, not
+  // napi-rs functions, so the generated declarations do not list them
+  // (crates/node/src/request_calls.rs). `packedText`, when given, says `params` is the
+  // packed layout (src/params.ts, packParams).
+  dbRead: (
+    handle: number,
+    id: number,
+    sql: string | number,
+    params: unknown,
+    format: number,
+    cancellable?: boolean,
+    packedText?: string,
+  ) => void;
   dbReadInline: typeof Generated.dbReadInline;
-  dbWriterRead: typeof Generated.dbWriterRead;
-  dbExecute: typeof Generated.dbExecute;
+  dbWriterRead: (
+    handle: number,
+    id: number,
+    tx: number,
+    sql: string | number,
+    params: unknown,
+    format: number,
+    cancellable?: boolean,
+    packedText?: string,
+  ) => void;
+  dbExecute: (
+    handle: number,
+    id: number,
+    tx: number,
+    sql: string | number,
+    params: unknown,
+    cancellable?: boolean,
+    packedText?: string,
+  ) => void;
   dbBegin: typeof Generated.dbBegin;
   dbCommit: typeof Generated.dbCommit;
   dbRollback: typeof Generated.dbRollback;

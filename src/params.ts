@@ -76,6 +76,95 @@ function unsupported(where: string, v: unknown): TypeError {
   );
 }
 
+/** The most values `packParams` packs; longer arrays take the per-value path. */
+const PACK_MAX_VALUES = 32;
+/** The most TEXT (UTF-16 units) `packParams` joins: large values gain nothing from packing,
+ * and no packed value can then reach SQLite's length limit. */
+const PACK_MAX_TEXT = 1 << 16;
+
+/** One request's packed parameters: the count, then a tag and a number per value
+ * (`unpack_params` in the core reads it). Reused by every request: filled by `packParams`
+ * and read by the native call made right after it, before any other JavaScript runs. */
+export const PACKED_LAYOUT = new Float64Array(1 + 2 * PACK_MAX_VALUES);
+let packing = false;
+
+/**
+ * Packs one request's positional parameters into `PACKED_LAYOUT` and returns their TEXT
+ * joined (docs/experiments/078-packed-request-parameters.md). The type rules are
+ * `to_value`'s in the binding. Otherwise it returns what to send value by value:
+ * - undefined, having read no value: `params` itself goes (not an array, fewer than 2 or
+ *   more than 32 values, or a call made while packing: a getter of an element that sends a
+ *   request of its own must not overwrite the layout);
+ * - an array of the values, from the value that cannot be packed (a BLOB, a BigInt, a value
+ *   of a refused type, which the binding then names, or text past the bound): each element
+ *   is read once, as the binding alone would read it, however many getters it has.
+ */
+export function packParams(params: unknown): string | unknown[] | undefined {
+  if (packing || !Array.isArray(params)) return undefined;
+  const n = params.length;
+  if (n < 2 || n > PACK_MAX_VALUES) return undefined;
+  packing = true;
+  try {
+    const layout = PACKED_LAYOUT;
+    let text = '';
+    for (let j = 0; j < n; j++) {
+      const x: unknown = params[j];
+      const at = 1 + 2 * j;
+      switch (typeof x) {
+        case 'number':
+          layout[at] = Number.isInteger(x) && x >= INT64_MIN && x < INT64_LIMIT ? PACKED_INTEGER : PACKED_REAL;
+          layout[at + 1] = x;
+          break;
+        case 'string':
+          if (text.length + x.length > PACK_MAX_TEXT) return unpacked(params as unknown[], n, j, x, text);
+          layout[at] = PACKED_TEXT;
+          layout[at + 1] = x.length;
+          text += wellFormed(x);
+          break;
+        case 'boolean':
+          layout[at] = PACKED_INTEGER;
+          layout[at + 1] = x ? 1 : 0;
+          break;
+        case 'undefined':
+          layout[at] = PACKED_NULL;
+          break;
+        case 'object':
+          if (x !== null) return unpacked(params as unknown[], n, j, x, text);
+          layout[at] = PACKED_NULL;
+          break;
+        default:
+          return unpacked(params as unknown[], n, j, x, text);
+      }
+    }
+    layout[0] = n;
+    return text;
+  } finally {
+    packing = false;
+  }
+}
+
+/** The values of `params` for the per-value path, when its value `x` at `j` cannot be
+ * packed: those before it taken back from the layout and `text` (a boolean as 1 or 0, a
+ * string well-formed: each binds as the original does), `x`, then the rest, read now. */
+function unpacked(params: unknown[], n: number, j: number, x: unknown, text: string): unknown[] {
+  const layout = PACKED_LAYOUT;
+  const values = new Array<unknown>(n);
+  let t = 0;
+  for (let k = 0; k < j; k++) {
+    const tag = layout[1 + 2 * k];
+    const num = layout[2 + 2 * k]!;
+    if (tag === PACKED_TEXT) {
+      values[k] = text.slice(t, t + num);
+      t += num;
+    } else {
+      values[k] = tag === PACKED_NULL ? null : num;
+    }
+  }
+  values[j] = x;
+  for (let k = j + 1; k < n; k++) values[k] = params[k];
+  return values;
+}
+
 /** Packs `sets[from..to)` when every one of them is an array; undefined otherwise (named sets
  * take the per-value path). Throws TypeError/RangeError for a value that cannot be bound,
  * naming it by its index in `sets`. */

@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { readdirSync, readlinkSync, statSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -248,10 +249,14 @@ test('executeBatch (packed) stores byte for byte what execute stores: lone surro
   for (const [i, set] of cases.entries()) {
     await db.execute('DELETE FROM s');
     await db.executeBatch('INSERT INTO s VALUES (?, ?, ?)', set.map((v, j) => [i, j, v]));
-    for (const [j, v] of set.entries()) await db.execute('INSERT INTO s VALUES (?, ?, ?)', [-1, j, v]);
+    // A BigInt is never packed: these parameters go value by value.
+    for (const [j, v] of set.entries()) await db.execute('INSERT INTO s VALUES (?, ?, ?)', [-1n, j, v]);
     const packed = await db.select('SELECT j, hex(v) AS h FROM s WHERE i >= 0 ORDER BY j');
     const single = await db.select('SELECT j, hex(v) AS h FROM s WHERE i < 0 ORDER BY j');
     assert.deepEqual(packed, single, JSON.stringify(set));
+    // One request's parameters, packed (experiment 078), with the lone surrogates side by side.
+    const row = await db.selectOne(`SELECT ${set.map(() => 'hex(?)').join(', ')}`, set, { rowMode: 'array' });
+    assert.deepEqual(row, single.map((r) => r.h), JSON.stringify(set));
   }
 });
 
@@ -265,16 +270,132 @@ test('property: the packed batch path stores what execute stores, for any string
     fc.asyncProperty(fc.array(text, { minLength: 1, maxLength: 8 }), async (values) => {
       await db.execute('DELETE FROM s');
       await db.executeBatch('INSERT INTO s VALUES (0, ?, ?)', values.map((v, n) => [n, v]));
-      for (const [n, v] of values.entries()) await db.execute('INSERT INTO s VALUES (1, ?, ?)', [n, v]);
+      // Value by value (a BigInt is never packed), and packed one request at a time.
+      for (const [n, v] of values.entries()) await db.execute('INSERT INTO s VALUES (1, ?, ?)', [BigInt(n), v]);
+      for (const [n, v] of values.entries()) await db.execute('INSERT INTO s VALUES (2, ?, ?)', [n, v]);
       const packed = await db.select('SELECT hex(v) AS h FROM s WHERE src = 0 ORDER BY n');
       const single = await db.select('SELECT hex(v) AS h FROM s WHERE src = 1 ORDER BY n');
+      const packedOne = await db.select('SELECT hex(v) AS h FROM s WHERE src = 2 ORDER BY n');
       assert.deepEqual(packed, single);
+      assert.deepEqual(packedOne, single);
+      // All of them in one request's parameters.
+      if (values.length >= 2) {
+        const row = await db.selectOne(`SELECT ${values.map(() => 'hex(?)').join(', ')}`, values, { rowMode: 'array' });
+        assert.deepEqual(row, single.map((r) => r.h));
+      }
       // And what comes back is the well-formed form of what went in.
       const back = await db.select('SELECT v FROM s WHERE src = 0 ORDER BY n');
       assert.deepEqual(back.map((r) => r.v), values.map((v) => v.toWellFormed()));
     }),
     { numRuns: 300 },
   );
+});
+
+test("a request's parameters bind the same packed or value by value, for every kind of value", async (t) => {
+  // Experiment 078: an array of 2 to 32 numbers, strings, booleans and nulls is packed on
+  // the JS side; one holding anything else (here a trailing BigInt) goes value by value.
+  // Each value must bind the same either way.
+  const db = await openMemory(t);
+  const values = [
+    0, -0, 1, -1, 2 ** 53 - 1, -(2 ** 53), 2 ** 53 + 2, -(2 ** 63), 2 ** 63, 1.5, -0.25, 5e-324, NaN, Infinity, -Infinity,
+    true, false, null, undefined, '', 'a\0b', 'é中文', '😀', 'a\uD800', '\uDC00b', '\uD83D', '\uDE00',
+  ];
+  for (let at = 0; at < values.length; at += 15) {
+    const part = values.slice(at, at + 15);
+    const head = `SELECT ${part.map(() => 'typeof(?), quote(?)').join(', ')}`;
+    const twice = part.flatMap((v) => [v, v]);
+    const packed = await db.selectOne(head, twice, { rowMode: 'array' });
+    const byValue = await db.selectOne(`${head}, ?`, [...twice, 1n], { rowMode: 'array' });
+    assert.deepEqual(packed, byValue.slice(0, -1));
+  }
+  // Writes, and reads inside a transaction, pack as reads do.
+  await db.execute('CREATE TABLE p(a, b, c, d)');
+  await db.execute('INSERT INTO p VALUES (?, ?, ?, ?)', ['x\uD800', 2 ** 63, true, '😀']);
+  await db.execute('INSERT INTO p VALUES (?, ?, ?, ?)', ['x\uD800', 2n ** 62n, true, '😀']);
+  const rows = await db.transaction((tx) =>
+    tx.select('SELECT quote(a) AS a, typeof(b) AS b, c, d FROM p WHERE c = ? AND d = ? ORDER BY rowid', [1, '😀']),
+  );
+  assert.deepEqual(rows, [
+    { a: "'x\uFFFD'", b: 'real', c: 1, d: '😀' },
+    { a: "'x\uFFFD'", b: 'integer', c: 1, d: '😀' },
+  ]);
+});
+
+test('a getter of a parameter that sends a request while the parameters are packed: each binds its own', async (t) => {
+  const db = await openMemory(t);
+  let inner;
+  const params = ['outer', 1, 'x'];
+  Object.defineProperty(params, 1, {
+    get() {
+      inner ??= db.selectOne('SELECT ? AS a, ? AS b, ? AS c', ['in', 'ner', 2]);
+      return 1;
+    },
+  });
+  assert.deepEqual(await db.selectOne('SELECT ? AS a, ? AS b, ? AS c', params), { a: 'outer', b: 1, c: 'x' });
+  assert.deepEqual(await inner, { a: 'in', b: 'ner', c: 2 });
+  inner = undefined;
+  await db.execute('CREATE TABLE g(a, b, c)');
+  await db.execute('INSERT INTO g VALUES (?, ?, ?)', params);
+  assert.deepEqual(await inner, { a: 'in', b: 'ner', c: 2 });
+  assert.deepEqual(await db.select('SELECT * FROM g'), [{ a: 'outer', b: 1, c: 'x' }]);
+  // Parameters that cannot all be packed (a BigInt comes last) are still read once each.
+  let reads = 0;
+  const mixed = ['a', 2, true, null, 0n];
+  for (const [i, v] of [[0, 'a\uD800'], [2, true], [4, 5n]]) {
+    Object.defineProperty(mixed, i, {
+      get() {
+        reads++;
+        return v;
+      },
+    });
+  }
+  const row = await db.selectOne('SELECT ? AS a, ? AS b, ? AS c, ? AS d, ? AS e', mixed);
+  assert.deepEqual(row, { a: 'a\uFFFD', b: 2, c: 1, d: null, e: 5 });
+  assert.equal(reads, 3, 'each getter ran once');
+});
+
+test('packed parameters that do not agree with their text are a TypeError from the binding, not a crash', async (t) => {
+  const native = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const read = native.dbRead;
+  let handle;
+  native.dbRead = function (h, ...rest) {
+    handle = h;
+    return read.call(this, h, ...rest);
+  };
+  t.after(() => {
+    native.dbRead = read;
+  });
+  const db = await openMemory(t);
+  assert.deepEqual(await db.selectOne('SELECT 1 AS one'), { one: 1 });
+  native.dbRead = read;
+  const TEXT = 3;
+  const layout = (...cells) => Float64Array.from(cells);
+  const cases = [
+    [[TEXT, 2], 'abc'], // text left over
+    [[TEXT, 4], 'abc'], // longer than the text
+    [[TEXT, -1], 'abc'],
+    [[TEXT, NaN], ''],
+    [[TEXT, 1e300], 'abc'],
+    [[7, 0], ''], // no such tag
+    [[4, 0], ''], // a BLOB is never packed
+    [[1.5, 0], ''],
+  ];
+  for (const [cells, text] of cases) {
+    const l = layout(cells.length / 2, ...cells);
+    assert.throws(() => native.dbRead(handle, 1, 'SELECT ?', l, 0, false, text), TypeError, JSON.stringify(cells));
+    assert.throws(() => native.dbExecute(handle, 1, 0, 'SELECT ?', l, false, text), TypeError, JSON.stringify(cells));
+  }
+  const refused = [
+    [layout(3, 1, 0), ''], // a count beyond the layout
+    [layout(-1), ''],
+    [layout(1e9), ''],
+    [layout(), ''],
+    [[1, 1, 0], ''], // not a Float64Array
+    [new Float32Array([1, 1, 0]), ''],
+  ];
+  for (const [l, text] of refused) assert.throws(() => native.dbRead(handle, 1, 'SELECT ?', l, 0, false, text), TypeError);
+  // The database is untouched.
+  assert.deepEqual(await db.selectOne('SELECT ? AS a, ? AS b', ['still', 'fine']), { a: 'still', b: 'fine' });
 });
 
 test('SQL text containing NUL is a TypeError in every method; nothing runs', async (t) => {

@@ -142,9 +142,6 @@ export declare function dbBegin(handle: number, id: number, tx: number, mode: nu
 /** COMMIT of transaction `tx`. */
 export declare function dbCommit(handle: number, id: number, tx: number): void
 
-/** One statement on the writer (in transaction `tx`, or 0 for none). */
-export declare function dbExecute(handle: number, id: number, tx: number, sql: unknown, params: unknown, cancellable?: boolean | undefined | null): void
-
 /**
  * `inlineReads`: a read run here, on the JS thread, under the budget (see
  * `DatabaseState::read_inline`).
@@ -153,9 +150,6 @@ export declare function dbReadInline(handle: number, sql: unknown, params: unkno
 
 /** ROLLBACK of transaction `tx`. */
 export declare function dbRollback(handle: number, id: number, tx: number): void
-
-/** A read on the writer connection (inside transaction `tx`: sees its uncommitted writes). */
-export declare function dbWriterRead(handle: number, id: number, tx: number, sql: unknown, params: unknown, format: number, cancellable?: boolean | undefined | null): void
 
 /** `iterate()`'s rows per chunk when `chunkSize` is not given. */
 export declare const DEFAULT_CHUNK_ROWS: number

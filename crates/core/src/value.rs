@@ -210,6 +210,41 @@ impl PackedSets {
     }
 }
 
+/// One request's parameters as the JS side packs them (src/params.ts, `packParams`): per
+/// value a `PACKED_*` tag and a number (the INTEGER as an exact f64, the REAL, or a TEXT's
+/// length in UTF-16 units), and every TEXT value back to back in `text`. Only NULL, INTEGER,
+/// REAL and TEXT are packed this way (docs/experiments/078-packed-request-parameters.md).
+/// Refuses cells that do not describe `text` exactly, whatever a caller sent.
+pub fn unpack_params(cells: &[(f64, f64)], text: &str) -> crate::Result<Params> {
+    let bad = |what: &str| Err(crate::Error::Type(format!("packed parameters are inconsistent: {what}")));
+    if cells.len() > MAX_PARAMETERS as usize {
+        return bad("too many values");
+    }
+    let bytes = text.as_bytes();
+    let ascii = text.is_ascii();
+    let mut at = 0usize;
+    let mut values = Vec::with_capacity(cells.len());
+    for &(tag, n) in cells {
+        values.push(match tag {
+            t if t == f64::from(PACKED_NULL) => Value::Null,
+            t if t == f64::from(PACKED_INTEGER) => Value::Integer(n as i64),
+            t if t == f64::from(PACKED_REAL) => Value::Real(n),
+            t if t == f64::from(PACKED_TEXT) && n >= 0.0 && n <= bytes.len() as f64 * 2.0 => {
+                let units = n as usize;
+                let end = if ascii { at.saturating_add(units) } else { utf8_end(bytes, at, units) };
+                let Some(value) = text.get(at..end) else { return bad("a TEXT length") };
+                at = end;
+                Value::Text(value.to_owned())
+            }
+            _ => return bad("a tag"),
+        });
+    }
+    if at != bytes.len() {
+        return bad("text left over");
+    }
+    Ok(Params::Positional(Positional::from(values)))
+}
+
 /// The byte offset `units` UTF-16 code units after `start` in valid UTF-8 text.
 fn utf8_end(text: &[u8], start: usize, units: usize) -> usize {
     let mut i = start;
@@ -251,6 +286,40 @@ mod tests {
         };
         assert_eq!(key(Params::Positional(one)), key(Params::Positional(Positional::Many(vec![text()]))));
         assert_ne!(key(Params::Positional(Positional::One(Value::Integer(1)))), key(Params::Positional(two)));
+    }
+
+    #[test]
+    fn packed_parameters_unpack_to_their_values_and_inconsistent_ones_are_refused() {
+        let (t, i, r, n) = (f64::from(PACKED_TEXT), f64::from(PACKED_INTEGER), f64::from(PACKED_REAL), f64::from(PACKED_NULL));
+        // "é😀" is 3 UTF-16 units in 6 bytes of UTF-8; "x" follows it.
+        let params = unpack_params(&[(t, 3.0), (i, -7.0), (r, 0.5), (n, 99.0), (t, 1.0), (t, 0.0)], "é😀x").unwrap();
+        let Params::Positional(values) = params else { panic!("positional") };
+        assert_eq!(
+            &*values,
+            &[
+                Value::Text("é😀".into()),
+                Value::Integer(-7),
+                Value::Real(0.5),
+                Value::Null,
+                Value::Text("x".into()),
+                Value::Text(String::new())
+            ]
+        );
+        // One value is kept inline, as `to_params` keeps it.
+        assert!(matches!(unpack_params(&[(i, 1.0)], ""), Ok(Params::Positional(Positional::One(Value::Integer(1))))));
+        for (cells, text) in [
+            (vec![(t, 2.0)], "abc"),                  // text left over
+            (vec![(t, 4.0)], "abc"),                  // past the text
+            (vec![(t, 2.0)], "😀x"),                  // 2 units: the emoji, then "x" left over
+            (vec![(t, -1.0)], ""),
+            (vec![(t, f64::NAN)], ""),
+            (vec![(f64::from(PACKED_BLOB), 0.0)], ""), // never packed
+            (vec![(1.5, 0.0)], ""),
+        ] {
+            assert!(matches!(unpack_params(&cells, text), Err(crate::Error::Type(_))), "{cells:?} {text:?}");
+        }
+        let too_many = vec![(n, 0.0); MAX_PARAMETERS as usize + 1];
+        assert!(unpack_params(&too_many, "").is_err());
     }
 
     #[test]

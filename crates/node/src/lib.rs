@@ -770,10 +770,11 @@ impl NativeDatabase {
 impl DatabaseState {
     /// A read on the reader threads. `format`: 0 rows, 1 first row only, 2 JSON.
     /// `cancellable`: `cancel(id)` may be called for it (see `cancel`).
-    pub fn read(&self, env: Env, id: u32, sql: Unknown, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn read(&self, env: Env, id: u32, sql: Unknown, params: Unknown, format: u32, cancellable: Option<bool>, packed_text: Option<sys::napi_value>) -> Result<()> {
         guard(&env, || {
-            // SAFETY: the JS thread, this call's env, and a value of this call.
-            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            // SAFETY: the JS thread, this call's env, and values of this call.
+            let params = unsafe { values::request_params(env.raw(), params.raw(), packed_text) }.map_err(|e| throw(&env, e))?;
             let sql = self.sql_text_of(&env, sql)?;
             self.db
                 .read(ReadJob { id, sql, params, format: read_format(format), cancellable: cancellable.unwrap_or(false) })
@@ -839,19 +840,30 @@ impl DatabaseState {
 
     /// A read on the writer connection (inside a transaction: sees its uncommitted writes).
     #[allow(clippy::too_many_arguments)]
-    pub fn writer_read(&self, env: Env, id: u32, tx: u32, sql: Unknown, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
+    pub fn writer_read(
+        &self,
+        env: Env,
+        id: u32,
+        tx: u32,
+        sql: Unknown,
+        params: Unknown,
+        format: u32,
+        cancellable: Option<bool>,
+        packed_text: Option<sys::napi_value>,
+    ) -> Result<()> {
         guard(&env, || {
-            // SAFETY: the JS thread, this call's env, and a value of this call.
-            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            // SAFETY: the JS thread, this call's env, and values of this call.
+            let params = unsafe { values::request_params(env.raw(), params.raw(), packed_text) }.map_err(|e| throw(&env, e))?;
             let sql = self.sql_text_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Read { sql, params, format: read_format(format) }, cancellable)
         })
     }
 
-    pub fn execute(&self, env: Env, id: u32, tx: u32, sql: Unknown, params: Unknown, cancellable: Option<bool>) -> Result<()> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn execute(&self, env: Env, id: u32, tx: u32, sql: Unknown, params: Unknown, cancellable: Option<bool>, packed_text: Option<sys::napi_value>) -> Result<()> {
         guard(&env, || {
-            // SAFETY: the JS thread, this call's env, and a value of this call.
-            let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
+            // SAFETY: the JS thread, this call's env, and values of this call.
+            let params = unsafe { values::request_params(env.raw(), params.raw(), packed_text) }.map_err(|e| throw(&env, e))?;
             let sql = self.sql_text_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Execute { sql, params }, cancellable)
         })
@@ -989,27 +1001,14 @@ fn packed_of(
 // process-wide table of borrows, which cost ~470 ns per call here against ~200 ns for the
 // whole call of a function (docs/experiments/046-calls-by-handle.md).
 
-// `dbRead` and `dbTakeCompletions`, made for every request, skip napi-rs's wrappers
-// altogether: see request_calls.rs.
+// `dbRead`, `dbWriterRead`, `dbExecute` and `dbTakeCompletions`, made for every request,
+// skip napi-rs's wrappers altogether: see request_calls.rs.
 
 /// `inlineReads`: a read run here, on the JS thread, under the budget (see
 /// `DatabaseState::read_inline`).
 #[napi]
 pub fn db_read_inline(env: Env, handle: u32, sql: Unknown, params: Unknown, format: u32, scratch: Unknown) -> Result<Option<Unknown<'static>>> {
     handles::get(&env, handle)?.read_inline(env, sql, params, format, scratch)
-}
-
-/// A read on the writer connection (inside transaction `tx`: sees its uncommitted writes).
-#[napi]
-#[allow(clippy::too_many_arguments)]
-pub fn db_writer_read(env: Env, handle: u32, id: u32, tx: u32, sql: Unknown, params: Unknown, format: u32, cancellable: Option<bool>) -> Result<()> {
-    handles::get(&env, handle)?.writer_read(env, id, tx, sql, params, format, cancellable)
-}
-
-/// One statement on the writer (in transaction `tx`, or 0 for none).
-#[napi]
-pub fn db_execute(env: Env, handle: u32, id: u32, tx: u32, sql: Unknown, params: Unknown, cancellable: Option<bool>) -> Result<()> {
-    handles::get(&env, handle)?.execute(env, id, tx, sql, params, cancellable)
 }
 
 /// BEGIN of transaction `tx` (`mode`: 0 deferred, 1 immediate, 2 exclusive). With `silent`,

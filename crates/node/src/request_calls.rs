@@ -1,8 +1,9 @@
-//! The two calls made for every request, `dbRead` and `dbTakeCompletions`, as plain Node-API
-//! callbacks. napi-rs's generated wrapper opens a borrow scope for each call it makes (an
-//! `Arc` allocated and freed, thread-local pushes and pops): about 7% of the JS thread's
-//! samples with 64 point queries in flight (docs/experiments/069-plain-callbacks-for-requests.md).
-//! The other calls, made once per transaction or less, keep the generated wrappers. Their
+//! The calls made for every request, `dbRead`, `dbWriterRead`, `dbExecute` and
+//! `dbTakeCompletions`, as plain Node-API callbacks. napi-rs's generated wrapper opens a
+//! borrow scope for each call it makes (an `Arc` allocated and freed, thread-local pushes
+//! and pops): about 7% of the JS thread's samples with 64 point queries in flight
+//! (docs/experiments/069-plain-callbacks-for-requests.md; the writer's two since 079). The
+//! other calls, made once per transaction or less, keep the generated wrappers. Their
 //! TypeScript types are written out in src/native.ts.
 
 use crate::handles;
@@ -13,8 +14,12 @@ use std::ptr;
 
 /// Defines the two functions on the addon's exports.
 pub(crate) fn export(env: sys::napi_env, exports: sys::napi_value) -> napi::Result<()> {
-    let calls: [(&CStr, unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value); 2] =
-        [(c"dbRead", db_read), (c"dbTakeCompletions", db_take_completions)];
+    let calls: [(&CStr, unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value); 4] = [
+        (c"dbRead", db_read),
+        (c"dbWriterRead", db_writer_read),
+        (c"dbExecute", db_execute),
+        (c"dbTakeCompletions", db_take_completions),
+    ];
     for (name, call) in calls {
         let mut function = ptr::null_mut();
         // SAFETY: on the JS thread of the environment loading the addon, with its env and
@@ -33,17 +38,56 @@ fn check(status: sys::napi_status) -> napi::Result<()> {
 
 /// `read` of database `handle`: a read on the reader threads. Arguments: handle, id, sql
 /// (text or a prepared statement's number), params, format (0 rows, 1 first row only,
-/// 2 JSON, 3 describe), cancellable (`cancel(id)` may be called for it; optional).
+/// 2 JSON, 3 describe), cancellable (`cancel(id)` may be called for it; optional),
+/// packedText (given only when `params` is the packed layout; `values::request_params`).
 unsafe extern "C" fn db_read(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     // SAFETY: Node calls this on the JS thread with the env and callback info of this call.
-    call(env, info, |env, [handle, id, sql, params, format, cancellable]: [sys::napi_value; 6]| {
+    call(env, info, |env, [handle, id, sql, params, format, cancellable, packed_text]: [sys::napi_value; 7], given| {
         let handle = uint32(env, handle, "handle")?;
         let id = uint32(env, id, "id")?;
         let format = uint32(env, format, "format")?;
         let cancellable = optional_bool(env, cancellable, "cancellable")?;
         // SAFETY: values of this call, on its thread.
-        let (sql, params) = unsafe { (Unknown::from_raw_unchecked(env.raw(), sql), Unknown::from_raw_unchecked(env.raw(), params)) };
-        handles::get(&env, handle)?.read(env, id, sql, params, format, cancellable)?;
+        let [sql, params] = [sql, params].map(|v| unsafe { Unknown::from_raw_unchecked(env.raw(), v) });
+        let packed_text = (given > 6).then_some(packed_text);
+        handles::get(&env, handle)?.read(env, id, sql, params, format, cancellable, packed_text)?;
+        Ok(ptr::null_mut())
+    })
+}
+
+/// `writer_read` of database `handle`: a read on the writer connection (inside transaction
+/// `tx`, or 0 for none: sees its uncommitted writes). Arguments: handle, id, tx, sql,
+/// params, format, cancellable, packedText (as for `dbRead`).
+unsafe extern "C" fn db_writer_read(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: as in `db_read`.
+    call(env, info, |env, [handle, id, tx, sql, params, format, cancellable, packed_text]: [sys::napi_value; 8], given| {
+        let handle = uint32(env, handle, "handle")?;
+        let id = uint32(env, id, "id")?;
+        let tx = uint32(env, tx, "tx")?;
+        let format = uint32(env, format, "format")?;
+        let cancellable = optional_bool(env, cancellable, "cancellable")?;
+        // SAFETY: values of this call, on its thread.
+        let [sql, params] = [sql, params].map(|v| unsafe { Unknown::from_raw_unchecked(env.raw(), v) });
+        let packed_text = (given > 7).then_some(packed_text);
+        handles::get(&env, handle)?.writer_read(env, id, tx, sql, params, format, cancellable, packed_text)?;
+        Ok(ptr::null_mut())
+    })
+}
+
+/// `execute` of database `handle`: one statement on the writer (in transaction `tx`, or 0
+/// for none). Arguments: handle, id, tx, sql, params, cancellable, packedText (as for
+/// `dbRead`).
+unsafe extern "C" fn db_execute(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: as in `db_read`.
+    call(env, info, |env, [handle, id, tx, sql, params, cancellable, packed_text]: [sys::napi_value; 7], given| {
+        let handle = uint32(env, handle, "handle")?;
+        let id = uint32(env, id, "id")?;
+        let tx = uint32(env, tx, "tx")?;
+        let cancellable = optional_bool(env, cancellable, "cancellable")?;
+        // SAFETY: values of this call, on its thread.
+        let [sql, params] = [sql, params].map(|v| unsafe { Unknown::from_raw_unchecked(env.raw(), v) });
+        let packed_text = (given > 6).then_some(packed_text);
+        handles::get(&env, handle)?.execute(env, id, tx, sql, params, cancellable, packed_text)?;
         Ok(ptr::null_mut())
     })
 }
@@ -52,7 +96,7 @@ unsafe extern "C" fn db_read(env: sys::napi_env, info: sys::napi_callback_info) 
 /// Arguments: handle, maxMicros, scratch (a Buffer).
 unsafe extern "C" fn db_take_completions(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     // SAFETY: as in `db_read`.
-    call(env, info, |env, [handle, max_micros, scratch]: [sys::napi_value; 3]| {
+    call(env, info, |env, [handle, max_micros, scratch]: [sys::napi_value; 3], _| {
         let handle = uint32(env, handle, "handle")?;
         let max_micros = uint32(env, max_micros, "maxMicros")?;
         // SAFETY: a value of this call, on its thread.
@@ -61,7 +105,8 @@ unsafe extern "C" fn db_take_completions(env: sys::napi_env, info: sys::napi_cal
     })
 }
 
-/// Runs `body` with the call's first `N` arguments (`undefined` for those not given). An
+/// Runs `body` with the call's first `N` arguments (`undefined` for those not given) and the
+/// number given. An
 /// error becomes the call's exception as napi-rs's wrappers make it (`JsError::from`), and
 /// one already pending is left as it is; a panic becomes the internal error of `guard`, and
 /// never unwinds into Node.
@@ -71,7 +116,7 @@ unsafe extern "C" fn db_take_completions(env: sys::napi_env, info: sys::napi_cal
 unsafe fn call<const N: usize>(
     raw_env: sys::napi_env,
     info: sys::napi_callback_info,
-    body: impl FnOnce(Env, [sys::napi_value; N]) -> napi::Result<sys::napi_value>,
+    body: impl FnOnce(Env, [sys::napi_value; N], usize) -> napi::Result<sys::napi_value>,
 ) -> sys::napi_value {
     let env = Env::from_raw(raw_env);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -80,7 +125,7 @@ unsafe fn call<const N: usize>(
         // SAFETY: the env and callback info of this call; `argv` holds `argc` values. Node
         // fills the slots past the arguments given with `undefined`.
         check(unsafe { sys::napi_get_cb_info(raw_env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), ptr::null_mut()) })?;
-        body(env, argv)
+        body(env, argv, argc)
     }));
     match outcome {
         Ok(Ok(value)) => value,

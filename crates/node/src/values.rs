@@ -262,6 +262,79 @@ pub unsafe fn to_params(env: sys::napi_env, v: sys::napi_value, label: &str) -> 
     Ok(Params::Named(pairs))
 }
 
+/// A request's parameters: packed by the JS side when the call was given `packed_text`
+/// (`params` is then the layout, see `packed_params`), converted value by value otherwise.
+pub unsafe fn request_params(env: sys::napi_env, params: sys::napi_value, packed_text: Option<sys::napi_value>) -> Result<Params, ParamError> {
+    match packed_text {
+        Some(text) => packed_params(env, params, text),
+        None => to_params(env, params, "params"),
+    }
+}
+
+/// Parameters packed by the JS side (src/params.ts `packParams`): `layout` a Float64Array
+/// holding the count, then a tag and a number per value; `text` every TEXT value joined.
+/// A handful of Node-API calls whatever the count, where `to_params` makes two to four per
+/// value (docs/experiments/078-packed-request-parameters.md).
+pub unsafe fn packed_params(env: sys::napi_env, layout: sys::napi_value, text: sys::napi_value) -> Result<Params, ParamError> {
+    let bad = || ParamError::Type("packed parameters must be a Float64Array and a string".into());
+    let mut is = false;
+    ok(sys::napi_is_typedarray(env, layout, &mut is))?;
+    if !is {
+        return Err(bad());
+    }
+    let (mut kind, mut length, mut data, mut ab, mut offset) = (0, 0usize, ptr::null_mut::<c_void>(), ptr::null_mut(), 0usize);
+    ok(sys::napi_get_typedarray_info(env, layout, &mut kind, &mut length, &mut data, &mut ab, &mut offset))?;
+    if kind != sys::TypedarrayType::float64_array || length == 0 || data.is_null() {
+        return Err(bad());
+    }
+    // SAFETY: a live Float64Array of `length` elements: V8 reported its data pointer, which
+    // is 8-byte aligned (a Float64Array's byteOffset is a multiple of 8, its buffer's store
+    // is aligned), and the array, an argument of this call, stays alive until it returns.
+    let cells = std::slice::from_raw_parts(data as *const f64, length);
+    let count = cells[0];
+    if !(0.0..=f64::from(MAX_PARAMETERS)).contains(&count) || 1 + 2 * (count as usize) > length {
+        return Err(bad());
+    }
+    let count = count as usize;
+    // SAFETY: `1 + 2 * count <= length` elements, checked above; (f64, f64) has f64's
+    // alignment and no padding, so the pairs are the same memory read two at a time.
+    let pairs = std::slice::from_raw_parts(cells.as_ptr().add(1) as *const (f64, f64), count);
+    // The text's UTF-8 takes at most 3 bytes per UTF-16 unit (a lone surrogate becomes the
+    // 3 bytes of U+FFFD), so one call into a buffer of that size reads it whole; the layout's
+    // lengths are the caller's, so the text is checked against them again as it is split.
+    let units: f64 = pairs.iter().filter(|(tag, _)| *tag == f64::from(quietsqlite_core::value::PACKED_TEXT)).map(|(_, n)| *n).sum();
+    if !(0.0..=(MAX_VALUE_BYTES / 3) as f64).contains(&units) {
+        return Err(bad());
+    }
+    let capacity = 3 * units as usize + 1;
+    PACKED_TEXT.with_borrow_mut(|buf| {
+        buf.clear();
+        buf.reserve(capacity);
+        let mut written = 0usize;
+        // Anything but a string is napi_string_expected.
+        ok(sys::napi_get_value_string_utf8(env, text, buf.as_mut_ptr() as *mut _, capacity, &mut written))
+            .map_err(|_| bad())?;
+        // SAFETY: Node wrote `written` bytes (fewer than `capacity`, which leaves room for
+        // its NUL) into the `capacity` bytes reserved above.
+        buf.set_len(written.min(capacity - 1));
+        let text = std::str::from_utf8(buf).map_err(|_| bad())?;
+        let params = quietsqlite_core::unpack_params(pairs, text).map_err(|e| ParamError::Type(e.to_string()));
+        if buf.capacity() > PACKED_TEXT_KEPT {
+            *buf = Vec::new();
+        }
+        params
+    })
+}
+
+/// The most buffer `PACKED_TEXT` keeps between calls (the JS side packs at most 64 Ki
+/// units of text, 192 KiB of UTF-8).
+const PACKED_TEXT_KEPT: usize = 256 * 1024;
+
+thread_local! {
+    /// The text of the last packed parameters, kept for the next: read without allocating.
+    static PACKED_TEXT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// `executeBatch` parameter sets: an array of arrays or objects; those from index `from` up
 /// to `to` (or its end), named by their index in the whole array. `to` bounds the work:
 /// callers pass at most a part's size beyond `from`.
