@@ -4,7 +4,10 @@
 // type rules are those of DESIGN.md ("Values"), and a value that breaks them is reported
 // here, naming it, before anything is sent.
 
+import { types } from 'node:util';
 import { binding } from './native';
+
+const { isProxy } = types;
 
 export const PACKED_NULL = 0;
 export const PACKED_INTEGER = 1;
@@ -69,6 +72,12 @@ const PACKED_TEXT_MAX = 1 << 28;
 const INT64_MIN = -9223372036854775808;
 const INT64_LIMIT = 9223372036854775808;
 
+/** How a number binds, as the binding's `to_value` binds it: an integral number within
+ * int64 as an INTEGER, any other as a REAL (2^63 itself does not fit). */
+function numberTag(x: number): number {
+  return Number.isInteger(x) && x >= INT64_MIN && x < INT64_LIMIT ? PACKED_INTEGER : PACKED_REAL;
+}
+
 function unsupported(where: string, v: unknown): TypeError {
   const kind = v === null ? 'null' : typeof v === 'object' ? 'object' : typeof v;
   return new TypeError(
@@ -97,12 +106,15 @@ let packing = false;
  *   request of its own must not overwrite the layout);
  * - an array of the values, from the value that cannot be packed (a BLOB, a BigInt, a value
  *   of a refused type, which the binding then names, or text past the bound): each element
- *   is read once, as the binding alone would read it, however many getters it has.
+ *   is read once, and none after a refused one, as the binding alone would read them.
+ * A Proxy of an array goes as it is (the binding reads it as an object).
  */
 export function packParams(params: unknown): string | unknown[] | undefined {
   if (packing || !Array.isArray(params)) return undefined;
   const n = params.length;
-  if (n < 2 || n > PACK_MAX_VALUES) return undefined;
+  // A Proxy passes Array.isArray but not the binding's array test: it goes as it is, to
+  // be read as the binding reads it, whatever its length.
+  if (n < 2 || n > PACK_MAX_VALUES || isProxy(params)) return undefined;
   packing = true;
   try {
     const layout = PACKED_LAYOUT;
@@ -112,7 +124,7 @@ export function packParams(params: unknown): string | unknown[] | undefined {
       const at = 1 + 2 * j;
       switch (typeof x) {
         case 'number':
-          layout[at] = Number.isInteger(x) && x >= INT64_MIN && x < INT64_LIMIT ? PACKED_INTEGER : PACKED_REAL;
+          layout[at] = numberTag(x);
           layout[at + 1] = x;
           break;
         case 'string':
@@ -129,11 +141,13 @@ export function packParams(params: unknown): string | unknown[] | undefined {
           layout[at] = PACKED_NULL;
           break;
         case 'object':
-          if (x !== null) return unpacked(params as unknown[], n, j, x, text);
+          if (x !== null) return unpacked(params as unknown[], ArrayBuffer.isView(x) ? n : j + 1, j, x, text);
           layout[at] = PACKED_NULL;
           break;
+        case 'bigint':
+          return unpacked(params as unknown[], BigInt.asIntN(64, x) === x ? n : j + 1, j, x, text);
         default:
-          return unpacked(params as unknown[], n, j, x, text);
+          return unpacked(params as unknown[], j + 1, j, x, text);
       }
     }
     layout[0] = n;
@@ -143,9 +157,11 @@ export function packParams(params: unknown): string | unknown[] | undefined {
   }
 }
 
-/** The values of `params` for the per-value path, when its value `x` at `j` cannot be
- * packed: those before it taken back from the layout and `text` (a boolean as 1 or 0, a
- * string well-formed: each binds as the original does), `x`, then the rest, read now. */
+/** The first `n` values of `params` for the per-value path, when its value `x` at `j` cannot
+ * be packed: those before it taken back from the layout and `text` (a boolean as 1 or 0, a
+ * string well-formed: each binds as the original does), `x`, then the rest, read now. For
+ * a value the binding refuses, `n` ends with it: the binding names it and, as when it reads
+ * the array itself, reads nothing after it. */
 function unpacked(params: unknown[], n: number, j: number, x: unknown, text: string): unknown[] {
   const layout = PACKED_LAYOUT;
   const values = new Array<unknown>(n);
@@ -203,8 +219,7 @@ export function packParamSets(sets: readonly unknown[], from = 0, to = sets.leng
       const x = set[j];
       switch (typeof x) {
         case 'number':
-          // Integral numbers bind as INTEGER, others as REAL (2^63 itself does not fit).
-          tags[v] = Number.isInteger(x) && x >= INT64_MIN && x < INT64_LIMIT ? PACKED_INTEGER : PACKED_REAL;
+          tags[v] = numberTag(x);
           nums[v] = x;
           break;
         case 'string':

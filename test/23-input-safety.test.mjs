@@ -291,34 +291,63 @@ test('property: the packed batch path stores what execute stores, for any string
   );
 });
 
+/** Records, for each per-request call into the addon, whether its parameters were packed
+ * (the trailing text argument given). */
+function watchPacking(t) {
+  const native = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const calls = [];
+  // The position of `packedText` in each call's arguments.
+  for (const [name, at] of [['dbRead', 6], ['dbExecute', 6], ['dbWriterRead', 7]]) {
+    const original = native[name];
+    native[name] = function (...args) {
+      calls.push(`${name}:${args.length > at ? 'packed' : 'values'}`);
+      return original.apply(this, args);
+    };
+    t.after(() => {
+      native[name] = original;
+    });
+  }
+  return calls;
+}
+
 test("a request's parameters bind the same packed or value by value, for every kind of value", async (t) => {
   // Experiment 078: an array of 2 to 32 numbers, strings, booleans and nulls is packed on
-  // the JS side; one holding anything else (here a trailing BigInt) goes value by value.
-  // Each value must bind the same either way.
+  // the JS side; one that starts with a BigInt goes value by value. Each value must bind
+  // the same either way.
   const db = await openMemory(t);
+  const calls = watchPacking(t);
   const values = [
     0, -0, 1, -1, 2 ** 53 - 1, -(2 ** 53), 2 ** 53 + 2, -(2 ** 63), 2 ** 63, 1.5, -0.25, 5e-324, NaN, Infinity, -Infinity,
     true, false, null, undefined, '', 'a\0b', 'é中文', '😀', 'a\uD800', '\uDC00b', '\uD83D', '\uDE00',
   ];
   for (let at = 0; at < values.length; at += 15) {
     const part = values.slice(at, at + 15);
-    const head = `SELECT ${part.map(() => 'typeof(?), quote(?)').join(', ')}`;
+    const head = part.map(() => 'typeof(?), quote(?)').join(', ');
     const twice = part.flatMap((v) => [v, v]);
-    const packed = await db.selectOne(head, twice, { rowMode: 'array' });
-    const byValue = await db.selectOne(`${head}, ?`, [...twice, 1n], { rowMode: 'array' });
-    assert.deepEqual(packed, byValue.slice(0, -1));
+    const packed = await db.selectOne(`SELECT ${head}`, twice, { rowMode: 'array' });
+    const byValue = await db.selectOne(`SELECT ?, ${head}`, [1n, ...twice], { rowMode: 'array' });
+    assert.deepEqual(packed, byValue.slice(1));
   }
+  assert.deepEqual(calls.splice(0), ['dbRead:packed', 'dbRead:values', 'dbRead:packed', 'dbRead:values']);
   // Writes, and reads inside a transaction, pack as reads do.
   await db.execute('CREATE TABLE p(a, b, c, d)');
+  calls.length = 0;
   await db.execute('INSERT INTO p VALUES (?, ?, ?, ?)', ['x\uD800', 2 ** 63, true, '😀']);
-  await db.execute('INSERT INTO p VALUES (?, ?, ?, ?)', ['x\uD800', 2n ** 62n, true, '😀']);
+  await db.execute('INSERT INTO p VALUES (?, ?, ?, ?)', [2n ** 62n, 'x\uD800', true, '😀']);
   const rows = await db.transaction((tx) =>
     tx.select('SELECT quote(a) AS a, typeof(b) AS b, c, d FROM p WHERE c = ? AND d = ? ORDER BY rowid', [1, '😀']),
   );
   assert.deepEqual(rows, [
     { a: "'x\uFFFD'", b: 'real', c: 1, d: '😀' },
-    { a: "'x\uFFFD'", b: 'integer', c: 1, d: '😀' },
+    { a: String(2n ** 62n), b: 'text', c: 1, d: '😀' },
   ]);
+  assert.deepEqual(calls, ['dbExecute:packed', 'dbExecute:values', 'dbWriterRead:packed']);
+  // One value, named values and a Proxy go as they are.
+  calls.length = 0;
+  assert.deepEqual(await db.selectOne('SELECT ? AS a', ['one']), { a: 'one' });
+  assert.deepEqual(await db.selectOne('SELECT :a AS a, :b AS b', { a: 1, b: 2 }), { a: 1, b: 2 });
+  await rejectsAsync(() => db.selectOne('SELECT ? AS a, ? AS b', new Proxy([1, 2], {})));
+  assert.deepEqual(calls, ['dbRead:values', 'dbRead:values', 'dbRead:values']);
 });
 
 test('a getter of a parameter that sends a request while the parameters are packed: each binds its own', async (t) => {
@@ -352,6 +381,20 @@ test('a getter of a parameter that sends a request while the parameters are pack
   const row = await db.selectOne('SELECT ? AS a, ? AS b, ? AS c, ? AS d, ? AS e', mixed);
   assert.deepEqual(row, { a: 'a\uFFFD', b: 2, c: 1, d: null, e: 5 });
   assert.equal(reads, 3, 'each getter ran once');
+  // A refused value ends the reading there, as when the binding reads the array itself.
+  reads = 0;
+  const refused = [1, Symbol('s'), 'x'];
+  Object.defineProperty(refused, 2, {
+    get() {
+      reads++;
+      return 'x';
+    },
+  });
+  await rejectsAsync(() => db.selectOne('SELECT ?, ?, ?', refused), {
+    name: 'TypeError',
+    message: /^params\[1\] has an unsupported type \(symbol\)/,
+  });
+  assert.equal(reads, 0, 'nothing after the refused value was read');
 });
 
 test('packed parameters that do not agree with their text are a TypeError from the binding, not a crash', async (t) => {
@@ -368,32 +411,43 @@ test('packed parameters that do not agree with their text are a TypeError from t
   const db = await openMemory(t);
   assert.deepEqual(await db.selectOne('SELECT 1 AS one'), { one: 1 });
   native.dbRead = read;
-  const TEXT = 3;
+  const { PACKED_TEXT: TEXT, PACKED_BLOB: BLOB, PACKED_INTEGER: INTEGER } = createRequire(import.meta.url)('../dist/params.js');
   const layout = (...cells) => Float64Array.from(cells);
+  const calls = [
+    (l, text) => native.dbRead(handle, 1, 'SELECT ?', l, 0, false, text),
+    (l, text) => native.dbExecute(handle, 1, 0, 'SELECT ?', l, false, text),
+    (l, text) => native.dbWriterRead(handle, 1, 0, 'SELECT ?', l, 0, false, text),
+  ];
   const cases = [
     [[TEXT, 2], 'abc'], // text left over
     [[TEXT, 4], 'abc'], // longer than the text
+    [[TEXT, 1], '中abc'], // text left over after a wide character
+    [[TEXT, 1, TEXT, 1], '😀'], // each half of a surrogate pair
+    [[TEXT, 0.5, TEXT, 0.5], 'a'],
     [[TEXT, -1], 'abc'],
     [[TEXT, NaN], ''],
     [[TEXT, 1e300], 'abc'],
-    [[7, 0], ''], // no such tag
-    [[4, 0], ''], // a BLOB is never packed
-    [[1.5, 0], ''],
+    [[TEXT, 3.3e8], 'x'], // a huge claimed length is refused before anything is sized by it
+    [[99, 0], ''], // no such tag
+    [[BLOB, 0], ''], // a BLOB is never packed
+    [[INTEGER + 0.5, 0], ''],
   ];
-  for (const [cells, text] of cases) {
-    const l = layout(cells.length / 2, ...cells);
-    assert.throws(() => native.dbRead(handle, 1, 'SELECT ?', l, 0, false, text), TypeError, JSON.stringify(cells));
-    assert.throws(() => native.dbExecute(handle, 1, 0, 'SELECT ?', l, false, text), TypeError, JSON.stringify(cells));
-  }
+  const shared = new Float64Array(new SharedArrayBuffer(24));
+  shared.set([1, INTEGER, 7]);
   const refused = [
-    [layout(3, 1, 0), ''], // a count beyond the layout
+    ...cases.map(([cells, text]) => [layout(cells.length / 2, ...cells), text]),
+    [layout(3, INTEGER, 0), ''], // a count beyond the layout
     [layout(-1), ''],
     [layout(1e9), ''],
     [layout(), ''],
-    [[1, 1, 0], ''], // not a Float64Array
-    [new Float32Array([1, 1, 0]), ''],
+    [[1, INTEGER, 0], ''], // not a Float64Array
+    [new Float32Array([1, INTEGER, 0]), ''],
+    [shared, ''], // over a SharedArrayBuffer
+    [layout(1, INTEGER, 0), 42], // the text not a string
   ];
-  for (const [l, text] of refused) assert.throws(() => native.dbRead(handle, 1, 'SELECT ?', l, 0, false, text), TypeError);
+  for (const [l, text] of refused) {
+    for (const call of calls) assert.throws(() => call(l, text), TypeError, `${l.constructor.name} ${[...l]} ${text}`);
+  }
   // The database is untouched.
   assert.deepEqual(await db.selectOne('SELECT ? AS a, ? AS b', ['still', 'fine']), { a: 'still', b: 'fine' });
 });

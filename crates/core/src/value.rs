@@ -229,10 +229,10 @@ pub fn unpack_params(cells: &[(f64, f64)], text: &str) -> crate::Result<Params> 
             t if t == f64::from(PACKED_NULL) => Value::Null,
             t if t == f64::from(PACKED_INTEGER) => Value::Integer(n as i64),
             t if t == f64::from(PACKED_REAL) => Value::Real(n),
-            t if t == f64::from(PACKED_TEXT) && n >= 0.0 && n <= bytes.len() as f64 * 2.0 => {
+            t if t == f64::from(PACKED_TEXT) && n >= 0.0 && n <= bytes.len() as f64 && n.fract() == 0.0 => {
                 let units = n as usize;
-                let end = if ascii { at.saturating_add(units) } else { utf8_end(bytes, at, units) };
-                let Some(value) = text.get(at..end) else { return bad("a TEXT length") };
+                let end = if ascii { Some(at + units) } else { utf8_end_exact(bytes, at, units) };
+                let Some((end, value)) = end.and_then(|end| Some((end, text.get(at..end)?))) else { return bad("a TEXT length") };
                 at = end;
                 Value::Text(value.to_owned())
             }
@@ -245,8 +245,22 @@ pub fn unpack_params(cells: &[(f64, f64)], text: &str) -> crate::Result<Params> 
     Ok(Params::Positional(Positional::from(values)))
 }
 
+/// `utf8_end`, only when exactly `units` units end there: not inside a character that takes
+/// two (a surrogate pair), nor past the text.
+fn utf8_end_exact(text: &[u8], start: usize, units: usize) -> Option<usize> {
+    let (end, seen) = utf8_walk(text, start, units);
+    (seen == units).then_some(end)
+}
+
 /// The byte offset `units` UTF-16 code units after `start` in valid UTF-8 text.
 fn utf8_end(text: &[u8], start: usize, units: usize) -> usize {
+    utf8_walk(text, start, units).0
+}
+
+/// Walks whole characters from `start` until `units` UTF-16 units or the text's end: the
+/// byte offset reached and the units walked (one more than asked when the last character
+/// takes two).
+fn utf8_walk(text: &[u8], start: usize, units: usize) -> (usize, usize) {
     let mut i = start;
     let mut seen = 0;
     while seen < units && i < text.len() {
@@ -260,7 +274,7 @@ fn utf8_end(text: &[u8], start: usize, units: usize) -> usize {
         i += bytes;
         seen += u;
     }
-    i
+    (i, seen)
 }
 
 #[cfg(test)]
@@ -311,6 +325,9 @@ mod tests {
             (vec![(t, 2.0)], "abc"),                  // text left over
             (vec![(t, 4.0)], "abc"),                  // past the text
             (vec![(t, 2.0)], "😀x"),                  // 2 units: the emoji, then "x" left over
+            (vec![(t, 1.0), (t, 1.0)], "😀"),        // each half of a surrogate pair
+            (vec![(t, 1.0)], "中abc"),               // text left over after a wide character
+            (vec![(t, 0.5), (t, 0.5)], "a"),
             (vec![(t, -1.0)], ""),
             (vec![(t, f64::NAN)], ""),
             (vec![(f64::from(PACKED_BLOB), 0.0)], ""), // never packed

@@ -12,7 +12,7 @@ use napi::{sys, Env, JsError, JsValue};
 use std::ffi::CStr;
 use std::ptr;
 
-/// Defines the two functions on the addon's exports.
+/// Defines the four functions on the addon's exports.
 pub(crate) fn export(env: sys::napi_env, exports: sys::napi_value) -> napi::Result<()> {
     let calls: [(&CStr, unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value); 4] = [
         (c"dbRead", db_read),
@@ -106,10 +106,9 @@ unsafe extern "C" fn db_take_completions(env: sys::napi_env, info: sys::napi_cal
 }
 
 /// Runs `body` with the call's first `N` arguments (`undefined` for those not given) and the
-/// number given. An
-/// error becomes the call's exception as napi-rs's wrappers make it (`JsError::from`), and
-/// one already pending is left as it is; a panic becomes the internal error of `guard`, and
-/// never unwinds into Node.
+/// number given. An error becomes the call's exception as napi-rs's wrappers make it
+/// (`JsError::from`), and one already pending is left as it is; a panic becomes the internal
+/// error of `guard`, and never unwinds into Node.
 ///
 /// # Safety
 /// On the JS thread, with the env and callback info Node gave the current call.

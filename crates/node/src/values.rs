@@ -274,9 +274,10 @@ pub unsafe fn request_params(env: sys::napi_env, params: sys::napi_value, packed
 /// Parameters packed by the JS side (src/params.ts `packParams`): `layout` a Float64Array
 /// holding the count, then a tag and a number per value; `text` every TEXT value joined.
 /// A handful of Node-API calls whatever the count, where `to_params` makes two to four per
-/// value (docs/experiments/078-packed-request-parameters.md).
+/// value (docs/experiments/078-packed-request-parameters.md). Anything a direct caller of
+/// the binding sends that does not describe `text` exactly is refused.
 pub unsafe fn packed_params(env: sys::napi_env, layout: sys::napi_value, text: sys::napi_value) -> Result<Params, ParamError> {
-    let bad = || ParamError::Type("packed parameters must be a Float64Array and a string".into());
+    let bad = || ParamError::Type("packed parameters must be a Float64Array and a string that agree".into());
     let mut is = false;
     ok(sys::napi_is_typedarray(env, layout, &mut is))?;
     if !is {
@@ -284,12 +285,18 @@ pub unsafe fn packed_params(env: sys::napi_env, layout: sys::napi_value, text: s
     }
     let (mut kind, mut length, mut data, mut ab, mut offset) = (0, 0usize, ptr::null_mut::<c_void>(), ptr::null_mut(), 0usize);
     ok(sys::napi_get_typedarray_info(env, layout, &mut kind, &mut length, &mut data, &mut ab, &mut offset))?;
-    if kind != sys::TypedarrayType::float64_array || length == 0 || data.is_null() {
+    if kind != sys::TypedarrayType::float64_array || length == 0 || data.is_null() || !(data as usize).is_multiple_of(8) {
         return Err(bad());
     }
-    // SAFETY: a live Float64Array of `length` elements: V8 reported its data pointer, which
-    // is 8-byte aligned (a Float64Array's byteOffset is a multiple of 8, its buffer's store
-    // is aligned), and the array, an argument of this call, stays alive until it returns.
+    // Only over an ArrayBuffer: another thread may write a SharedArrayBuffer while it is read.
+    ok(sys::napi_is_arraybuffer(env, ab, &mut is))?;
+    if !is {
+        return Err(bad());
+    }
+    // SAFETY: a live Float64Array of `length` elements over an ArrayBuffer, which only this
+    // thread can reach: V8 reported its data pointer, checked 8-byte aligned above, and the
+    // array, an argument of this call, stays alive and unchanged until it returns (no
+    // JavaScript runs before the cells are read).
     let cells = std::slice::from_raw_parts(data as *const f64, length);
     let count = cells[0];
     if !(0.0..=f64::from(MAX_PARAMETERS)).contains(&count) || 1 + 2 * (count as usize) > length {
@@ -299,26 +306,23 @@ pub unsafe fn packed_params(env: sys::napi_env, layout: sys::napi_value, text: s
     // SAFETY: `1 + 2 * count <= length` elements, checked above; (f64, f64) has f64's
     // alignment and no padding, so the pairs are the same memory read two at a time.
     let pairs = std::slice::from_raw_parts(cells.as_ptr().add(1) as *const (f64, f64), count);
-    // The text's UTF-8 takes at most 3 bytes per UTF-16 unit (a lone surrogate becomes the
-    // 3 bytes of U+FFFD), so one call into a buffer of that size reads it whole; the layout's
-    // lengths are the caller's, so the text is checked against them again as it is split.
-    let units: f64 = pairs.iter().filter(|(tag, _)| *tag == f64::from(quietsqlite_core::value::PACKED_TEXT)).map(|(_, n)| *n).sum();
-    if !(0.0..=(MAX_VALUE_BYTES / 3) as f64).contains(&units) {
+    // The text's length in UTF-16 units (no pass over it) must be what the layout's TEXT
+    // lengths add up to; `unpack_params` then checks each value's end. Its UTF-8 takes at
+    // most 3 bytes per unit (a lone surrogate becomes the 3 bytes of U+FFFD), so one call
+    // into a buffer of that size reads it whole.
+    let mut units = 0usize;
+    ok(sys::napi_get_value_string_utf16(env, text, ptr::null_mut(), 0, &mut units)).map_err(|_| bad())?;
+    let claimed: f64 = pairs.iter().filter(|(tag, _)| *tag == f64::from(quietsqlite_core::value::PACKED_TEXT)).map(|(_, n)| *n).sum();
+    if claimed != units as f64 {
         return Err(bad());
     }
-    let capacity = 3 * units as usize + 1;
+    if units > MAX_VALUE_BYTES / 3 {
+        return Err(ParamError::Range(format!("the packed parameters' text is longer than {} UTF-16 units", MAX_VALUE_BYTES / 3)));
+    }
+    let capacity = 3 * units + 1;
     PACKED_TEXT.with_borrow_mut(|buf| {
-        buf.clear();
-        buf.reserve(capacity);
-        let mut written = 0usize;
-        // Anything but a string is napi_string_expected.
-        ok(sys::napi_get_value_string_utf8(env, text, buf.as_mut_ptr() as *mut _, capacity, &mut written))
-            .map_err(|_| bad())?;
-        // SAFETY: Node wrote `written` bytes (fewer than `capacity`, which leaves room for
-        // its NUL) into the `capacity` bytes reserved above.
-        buf.set_len(written.min(capacity - 1));
-        let text = std::str::from_utf8(buf).map_err(|_| bad())?;
-        let params = quietsqlite_core::unpack_params(pairs, text).map_err(|e| ParamError::Type(e.to_string()));
+        let params = unpack_into(env, text, buf, capacity, pairs, bad);
+        // Kept for the next call only while small, whatever the outcome.
         if buf.capacity() > PACKED_TEXT_KEPT {
             *buf = Vec::new();
         }
@@ -326,8 +330,27 @@ pub unsafe fn packed_params(env: sys::napi_env, layout: sys::napi_value, text: s
     })
 }
 
-/// The most buffer `PACKED_TEXT` keeps between calls (the JS side packs at most 64 Ki
-/// units of text, 192 KiB of UTF-8).
+/// Reads `text` into `buf` (`capacity` bytes: enough for all of it) and makes the values.
+unsafe fn unpack_into(
+    env: sys::napi_env,
+    text: sys::napi_value,
+    buf: &mut Vec<u8>,
+    capacity: usize,
+    pairs: &[(f64, f64)],
+    bad: impl Fn() -> ParamError,
+) -> Result<Params, ParamError> {
+    buf.clear();
+    buf.try_reserve(capacity).map_err(|_| ParamError::Range("the packed parameters' text does not fit in memory".into()))?;
+    let mut written = 0usize;
+    ok(sys::napi_get_value_string_utf8(env, text, buf.as_mut_ptr() as *mut _, capacity, &mut written)).map_err(|_| bad())?;
+    // SAFETY: Node wrote `written` bytes (fewer than `capacity`, which leaves room for its
+    // NUL) into the `capacity` bytes reserved above.
+    buf.set_len(written.min(capacity - 1));
+    let text = std::str::from_utf8(buf).map_err(|_| bad())?;
+    quietsqlite_core::unpack_params(pairs, text).map_err(|e| ParamError::Type(e.to_string()))
+}
+
+/// The most buffer `PACKED_TEXT` keeps between calls.
 const PACKED_TEXT_KEPT: usize = 256 * 1024;
 
 thread_local! {
