@@ -107,14 +107,14 @@ let packing = false;
  * - an array of the values, from the value that cannot be packed (a BLOB, a BigInt, a value
  *   of a refused type, which the binding then names, or text past the bound): each element
  *   is read once, and none after a refused one, as the binding alone would read them.
- * A Proxy of an array goes as it is (the binding reads it as an object).
+ * A Proxy goes as it is (the binding reads a Proxy of an array as an object).
  */
 export function packParams(params: unknown): string | unknown[] | undefined {
-  if (packing || !Array.isArray(params)) return undefined;
+  // A Proxy passes Array.isArray but not the binding's array test: it goes as it is, to be
+  // read (its traps called) as the binding reads it. Tested first: even `length` is a trap.
+  if (packing || isProxy(params) || !Array.isArray(params)) return undefined;
   const n = params.length;
-  // A Proxy passes Array.isArray but not the binding's array test: it goes as it is, to
-  // be read as the binding reads it, whatever its length.
-  if (n < 2 || n > PACK_MAX_VALUES || isProxy(params)) return undefined;
+  if (n < 2 || n > PACK_MAX_VALUES) return undefined;
   packing = true;
   try {
     const layout = PACKED_LAYOUT;
@@ -141,13 +141,12 @@ export function packParams(params: unknown): string | unknown[] | undefined {
           layout[at] = PACKED_NULL;
           break;
         case 'object':
-          if (x !== null) return unpacked(params as unknown[], ArrayBuffer.isView(x) ? n : j + 1, j, x, text);
+          if (x !== null) return unpacked(params as unknown[], n, j, x, text);
           layout[at] = PACKED_NULL;
           break;
-        case 'bigint':
-          return unpacked(params as unknown[], BigInt.asIntN(64, x) === x ? n : j + 1, j, x, text);
         default:
-          return unpacked(params as unknown[], j + 1, j, x, text);
+          // A BigInt, or a value the binding refuses.
+          return unpacked(params as unknown[], n, j, x, text);
       }
     }
     layout[0] = n;
@@ -157,14 +156,30 @@ export function packParams(params: unknown): string | unknown[] | undefined {
   }
 }
 
-/** The first `n` values of `params` for the per-value path, when its value `x` at `j` cannot
+/** Whether the binding refuses `x` as a parameter by its type or range (it then names it,
+ * and reads no value after it). */
+function refused(x: unknown): boolean {
+  switch (typeof x) {
+    case 'function':
+    case 'symbol':
+      return true;
+    case 'object':
+      return x !== null && !ArrayBuffer.isView(x);
+    case 'bigint':
+      return BigInt.asIntN(64, x) !== x;
+    default:
+      return false;
+  }
+}
+
+/** The values of `params` for the per-value path, when its value `x` at `j` (of `n`) cannot
  * be packed: those before it taken back from the layout and `text` (a boolean as 1 or 0, a
- * string well-formed: each binds as the original does), `x`, then the rest, read now. For
- * a value the binding refuses, `n` ends with it: the binding names it and, as when it reads
- * the array itself, reads nothing after it. */
+ * string well-formed: each binds as the original does), `x`, then the rest, read now, up to
+ * and including the first the binding refuses: it names that one, and, as when it reads
+ * the array itself, nothing after it is read. */
 function unpacked(params: unknown[], n: number, j: number, x: unknown, text: string): unknown[] {
   const layout = PACKED_LAYOUT;
-  const values = new Array<unknown>(n);
+  const values: unknown[] = [];
   let t = 0;
   for (let k = 0; k < j; k++) {
     const tag = layout[1 + 2 * k];
@@ -177,7 +192,7 @@ function unpacked(params: unknown[], n: number, j: number, x: unknown, text: str
     }
   }
   values[j] = x;
-  for (let k = j + 1; k < n; k++) values[k] = params[k];
+  for (let k = j + 1; k < n && !refused(values[k - 1]); k++) values[k] = params[k];
   return values;
 }
 

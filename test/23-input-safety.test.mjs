@@ -327,8 +327,14 @@ test("a request's parameters bind the same packed or value by value, for every k
     const packed = await db.selectOne(`SELECT ${head}`, twice, { rowMode: 'array' });
     const byValue = await db.selectOne(`SELECT ?, ${head}`, [1n, ...twice], { rowMode: 'array' });
     assert.deepEqual(packed, byValue.slice(1));
+    // A BLOB last: the values before it were packed, and are taken back for the binding.
+    const takenBack = await db.selectOne(`SELECT ${head}, ?`, [...twice, Buffer.from('z')], { rowMode: 'array' });
+    assert.deepEqual(packed, takenBack.slice(0, -1));
   }
-  assert.deepEqual(calls.splice(0), ['dbRead:packed', 'dbRead:values', 'dbRead:packed', 'dbRead:values']);
+  assert.deepEqual(calls.splice(0), [
+    'dbRead:packed', 'dbRead:values', 'dbRead:values',
+    'dbRead:packed', 'dbRead:values', 'dbRead:values',
+  ]);
   // Writes, and reads inside a transaction, pack as reads do.
   await db.execute('CREATE TABLE p(a, b, c, d)');
   calls.length = 0;
@@ -395,6 +401,13 @@ test('a getter of a parameter that sends a request while the parameters are pack
     message: /^params\[1\] has an unsupported type \(symbol\)/,
   });
   assert.equal(reads, 0, 'nothing after the refused value was read');
+  // Also when a value that cannot be packed, but binds, comes first.
+  refused[0] = 5n;
+  await rejectsAsync(() => db.selectOne('SELECT ?, ?, ?', refused), {
+    name: 'TypeError',
+    message: /^params\[1\] has an unsupported type \(symbol\)/,
+  });
+  assert.equal(reads, 0, 'nothing after the refused value was read');
 });
 
 test('packed parameters that do not agree with their text are a TypeError from the binding, not a crash', async (t) => {
@@ -419,24 +432,32 @@ test('packed parameters that do not agree with their text are a TypeError from t
     (l, text) => native.dbWriterRead(handle, 1, 0, 'SELECT ?', l, 0, false, text),
   ];
   const cases = [
-    [[TEXT, 2], 'abc'], // text left over
-    [[TEXT, 4], 'abc'], // longer than the text
-    [[TEXT, 1], '中abc'], // text left over after a wide character
-    [[TEXT, 1, TEXT, 1], '😀'], // each half of a surrogate pair
-    [[TEXT, 0.5, TEXT, 0.5], 'a'],
-    [[TEXT, -1], 'abc'],
+    // The TEXT lengths do not add up to the text's length: refused before it is read (a
+    // huge claimed length too, before anything is sized by it).
+    [[TEXT, 2], 'abc'],
+    [[TEXT, 4], 'abc'],
+    [[TEXT, 1], '中abc'],
     [[TEXT, NaN], ''],
     [[TEXT, 1e300], 'abc'],
-    [[TEXT, 3.3e8], 'x'], // a huge claimed length is refused before anything is sized by it
-    [[99, 0], ''], // no such tag
-    [[BLOB, 0], ''], // a BLOB is never packed
+    [[TEXT, 3.3e8], 'x'],
+    // They add up, but a value ends inside a character or is not a whole number of units.
+    [[TEXT, 1, TEXT, 1], '😀'],
+    [[TEXT, 2, TEXT, 1], '中😀'],
+    [[TEXT, 0.5, TEXT, 0.5], 'a'],
+    [[TEXT, -1, TEXT, 4], 'abc'],
+    // Tags and numbers the packer never makes.
+    [[99, 0], ''],
+    [[BLOB, 0], ''],
     [[INTEGER + 0.5, 0], ''],
+    [[INTEGER, 1.5], ''],
+    [[INTEGER, 2 ** 63], ''],
   ];
   const shared = new Float64Array(new SharedArrayBuffer(24));
   shared.set([1, INTEGER, 7]);
   const refused = [
     ...cases.map(([cells, text]) => [layout(cells.length / 2, ...cells), text]),
     [layout(3, INTEGER, 0), ''], // a count beyond the layout
+    [layout(1.5, INTEGER, 0, INTEGER, 0), ''],
     [layout(-1), ''],
     [layout(1e9), ''],
     [layout(), ''],

@@ -227,7 +227,10 @@ pub fn unpack_params(cells: &[(f64, f64)], text: &str) -> crate::Result<Params> 
     for &(tag, n) in cells {
         values.push(match tag {
             t if t == f64::from(PACKED_NULL) => Value::Null,
-            t if t == f64::from(PACKED_INTEGER) => Value::Integer(n as i64),
+            // Integral and inside int64, as the packer makes them (2^63 itself does not fit).
+            t if t == f64::from(PACKED_INTEGER) && n.fract() == 0.0 && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&n) => {
+                Value::Integer(n as i64)
+            }
             t if t == f64::from(PACKED_REAL) => Value::Real(n),
             t if t == f64::from(PACKED_TEXT) && n >= 0.0 && n <= bytes.len() as f64 && n.fract() == 0.0 => {
                 let units = n as usize;
@@ -332,6 +335,9 @@ mod tests {
             (vec![(t, f64::NAN)], ""),
             (vec![(f64::from(PACKED_BLOB), 0.0)], ""), // never packed
             (vec![(1.5, 0.0)], ""),
+            (vec![(i, 1.5)], ""),                     // an INTEGER that is not integral
+            (vec![(i, f64::NAN)], ""),
+            (vec![(i, 9.223_372_036_854_776e18)], ""), // 2^63
         ] {
             assert!(matches!(unpack_params(&cells, text), Err(crate::Error::Type(_))), "{cells:?} {text:?}");
         }

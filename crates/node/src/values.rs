@@ -299,7 +299,7 @@ pub unsafe fn packed_params(env: sys::napi_env, layout: sys::napi_value, text: s
     // JavaScript runs before the cells are read).
     let cells = std::slice::from_raw_parts(data as *const f64, length);
     let count = cells[0];
-    if !(0.0..=f64::from(MAX_PARAMETERS)).contains(&count) || 1 + 2 * (count as usize) > length {
+    if !(0.0..=f64::from(MAX_PARAMETERS)).contains(&count) || count.fract() != 0.0 || 1 + 2 * (count as usize) > length {
         return Err(bad());
     }
     let count = count as usize;
