@@ -1,8 +1,9 @@
-// Packing executeBatch parameter sets (docs/experiments/005-batch-params.md): positional
-// sets become flat typed arrays plus one joined string, so a large batch crosses into
-// native code with a handful of copies instead of one Node-API conversion per value. The
-// type rules are those of DESIGN.md ("Values"), and a value that breaks them is reported
-// here, naming it, before anything is sent.
+// Packing parameters: executeBatch's sets (docs/experiments/005-batch-params.md) and one
+// request's positional values (078). They become flat typed arrays plus one joined string,
+// so they cross into native code with a handful of copies instead of one Node-API
+// conversion per value. The type rules are those of DESIGN.md ("Values"). A batch value
+// that breaks them is reported here, naming it, before anything is sent; a request's is
+// left to the binding, which names it as it always has.
 
 import { types } from 'node:util';
 import { binding } from './native';
