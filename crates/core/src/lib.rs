@@ -53,5 +53,5 @@ pub use iterate::IterateJob;
 pub use query::{BatchSets, ExecOutcome, ReadFormat, ReadOutput};
 pub use reader::ReadJob;
 pub use statements::{Description, SqlText, Statements};
-pub use value::{unpack_params, PackedSets, Params, Positional, Value, MAX_PARAMETERS, MAX_VALUE_BYTES};
+pub use value::{integer_of, unpack_params, PackedSets, Params, Positional, Value, MAX_PARAMETERS, MAX_VALUE_BYTES};
 pub use writer::{ChangeListener, TxId, TxMode, WriteJob, WriteKind};

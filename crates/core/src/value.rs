@@ -210,6 +210,13 @@ impl PackedSets {
     }
 }
 
+/// The INTEGER a JavaScript number binds as: an integral number inside int64 (2^63 itself
+/// does not fit); any other number binds as a REAL. The one rule for both ways parameters
+/// arrive (value by value, and packed).
+pub fn integer_of(f: f64) -> Option<i64> {
+    (f.fract() == 0.0 && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f)).then_some(f as i64)
+}
+
 /// One request's parameters as the JS side packs them (src/params.ts, `packParams`): per
 /// value a `PACKED_*` tag and a number (the INTEGER as an exact f64, the REAL, or a TEXT's
 /// length in UTF-16 units), and every TEXT value back to back in `text`. Only NULL, INTEGER,
@@ -227,10 +234,11 @@ pub fn unpack_params(cells: &[(f64, f64)], text: &str) -> crate::Result<Params> 
     for &(tag, n) in cells {
         values.push(match tag {
             t if t == f64::from(PACKED_NULL) => Value::Null,
-            // Integral and inside int64, as the packer makes them (2^63 itself does not fit).
-            t if t == f64::from(PACKED_INTEGER) && n.fract() == 0.0 && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&n) => {
-                Value::Integer(n as i64)
-            }
+            // Only what the packer makes: an integral number inside int64.
+            t if t == f64::from(PACKED_INTEGER) => match integer_of(n) {
+                Some(i) => Value::Integer(i),
+                None => return bad("an INTEGER"),
+            },
             t if t == f64::from(PACKED_REAL) => Value::Real(n),
             t if t == f64::from(PACKED_TEXT) && n >= 0.0 && n <= bytes.len() as f64 && n.fract() == 0.0 => {
                 let units = n as usize;

@@ -62,12 +62,7 @@ pub unsafe fn to_value(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn() -
         sys::ValueType::napi_number => {
             let mut f = 0f64;
             ok(sys::napi_get_value_double(env, v, &mut f))?;
-            // Integral numbers bind as INTEGER, others as REAL (2^63 itself does not fit).
-            if f.fract() == 0.0 && f >= -9.223_372_036_854_776e18 && f < 9.223_372_036_854_776e18 {
-                Ok(Value::Integer(f as i64))
-            } else {
-                Ok(Value::Real(f))
-            }
+            Ok(quietsqlite_core::integer_of(f).map_or(Value::Real(f), Value::Integer))
         }
         sys::ValueType::napi_string => Ok(Value::Text(get_string(env, v, name)?)),
         sys::ValueType::napi_null | sys::ValueType::napi_undefined => Ok(Value::Null),
