@@ -131,15 +131,33 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
     `t === ${E.TAG_BLOB} ? blob(x) : ` +
     `t === ${E.TAG_TEXT_CHUNK} ? (text = cellChunk(i - 1), tp = x, text.slice(0, x)) : big())`;
   let row: string;
+  let rowClass = '';
   if (rowMode === 'array') {
     row = `[${names.map(() => cell).join(', ')}]`;
+  } else if (names.every((n) => !(n in Object.prototype))) {
+    // Rows by a constructor whose prototype is Object.prototype (so they are plain objects),
+    // not by a literal (experiment 081): a constructor has no allocation site for V8 to
+    // decide to allocate in the old generation, and after one row of nulls every field
+    // holds any value, so integers are kept as small integers, not boxed as doubles. A name
+    // found on Object.prototype, whose setter or read-only value would catch the assignment,
+    // takes the literal below; strict mode makes one made read-only later an error, not a
+    // dropped field.
+    const args = names.map((_, k) => `c${k}`);
+    rowClass = `
+      function Row(${args.join(', ')}) {
+        'use strict';
+        ${names.map((n, k) => `this[${JSON.stringify(n)}] = ${args[k]};`).join(' ')}
+      }
+      Row.prototype = Object.prototype;
+      new Row(${names.map(() => 'null').join(', ')});`;
+    row = `new Row(${names.map(() => cell).join(', ')})`;
   } else {
     // A quoted `"__proto__": v` would set the prototype; a computed key defines a property.
     const fields = names.map((n) => (n === '__proto__' ? `["__proto__"]: ${cell}` : `${JSON.stringify(n)}: ${cell}`));
     row = `{ ${fields.join(', ')} }`;
   }
   const big = intMode === 'number' ? 'unsafeInteger(bigs[gp++])' : 'bigs[gp++]';
-  const source = `
+  const source = `${rowClass}
     return function build(n, buf, f, na, ta, bigs, rc, rl, cc, cl, textBase, latin1) {
       let i = 0, tp = 0, bp = 0, gp = 0, t = 0, x = 0, s = '', text = '', kr = 0, kc = 0;
       let next = rl === 0 ? -1 : f[rc];

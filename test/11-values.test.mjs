@@ -323,6 +323,51 @@ test('a column named __proto__ is an own property and does not change the protot
   assert.deepStrictEqual(row, JSON.parse('{"__proto__":1,"constructor":"v","toString":2,"hasOwnProperty":3}'));
 });
 
+test('a column holds any kind of value from row to row', async (t) => {
+  // Rows of a shape share one builder; the first row's kinds must not fix the kinds of the rest.
+  const values = [1, 2.5, 'text', null, Buffer.from([7, 8]), 2 ** 40, -0.5, 'é😀', 3, null];
+  const rowsSql = values.map((_, i) => `SELECT ?${2 * i + 1} AS v, ?${2 * i + 2} AS w, ${i + 1} AS id`).join(' UNION ALL ');
+  const params = values.flatMap((v, i) => [v, values[values.length - 1 - i]]);
+  for (const intMode of ['auto', 'bigint']) {
+    const db = await openMemory(t, { intMode });
+    const int = intMode === 'bigint' ? (v) => (typeof v === 'number' && Number.isInteger(v) ? BigInt(v) : v) : (v) => v;
+    for (let round = 0; round < 3; round++) {
+      assert.deepStrictEqual(
+        await db.select(rowsSql, params),
+        values.map((v, i) => ({ v: int(v), w: int(values[values.length - 1 - i]), id: int(i + 1) })),
+      );
+    }
+  }
+});
+
+test('columns named like properties added to Object.prototype are own properties of rows', async (t) => {
+  // A read-only or accessor property on Object.prototype would catch an assignment of the same
+  // name: rows must define their properties, or fail loudly, never drop one.
+  const db = await openMemory(t);
+  const setterCalls = [];
+  Object.defineProperty(Object.prototype, 'qs_read_only', { value: 'inherited', writable: false, configurable: true });
+  Object.defineProperty(Object.prototype, 'qs_setter', { get: () => 'inherited', set: (v) => setterCalls.push(v), configurable: true });
+  try {
+    for (let k = 0; k < 3; k++) {
+      const row = await db.selectOne('SELECT 1 AS id, 2 AS qs_read_only, 3 AS qs_setter');
+      assert.deepStrictEqual(Object.keys(row), ['id', 'qs_read_only', 'qs_setter']);
+      assert.deepStrictEqual(Object.values(row), [1, 2, 3]);
+      assert.equal(Object.getPrototypeOf(row), Object.prototype);
+    }
+    assert.deepStrictEqual(setterCalls, []);
+    // A read-only property added after a shape was first read: an error, not a row without it.
+    const sql = 'SELECT 1 AS id, 2 AS qs_later';
+    assert.deepStrictEqual(await db.selectOne(sql), { id: 1, qs_later: 2 });
+    Object.defineProperty(Object.prototype, 'qs_later', { value: 'inherited', writable: false, configurable: true });
+    await assert.rejects(db.selectOne(sql), TypeError);
+  } finally {
+    delete Object.prototype.qs_read_only;
+    delete Object.prototype.qs_setter;
+    delete Object.prototype.qs_later;
+  }
+  assert.deepStrictEqual(await db.selectOne('SELECT 1 AS id, 2 AS qs_later'), { id: 1, qs_later: 2 });
+});
+
 test('unusual column names: empty, quotes, unicode, whitespace', async (t) => {
   const db = await openMemory(t);
   const row = await db.selectOne('SELECT 1 AS "", 2 AS "a""b", 3 AS "😀 é", 4 AS "new\nline", 5 AS "back\\slash"');

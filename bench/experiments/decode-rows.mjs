@@ -1,0 +1,48 @@
+// JS-thread time to decode (and touch) an N-row result of the bench's `items`, with the
+// garbage collections it causes: experiment 081. The result is captured from a real
+// select, then decoded again and again; each decoded result is dropped after its fields are
+// read, as the bench's select cases do.
+//   node bench/experiments/decode-rows.mjs <package root> <rows> [seconds=3] [database]
+import { createRequire } from 'node:module';
+import { join, resolve } from 'node:path';
+
+const root = resolve(process.argv[2] ?? '.');
+const n = Number(process.argv[3] ?? 1000);
+const seconds = Number(process.argv[4] ?? 3);
+const require = createRequire(import.meta.url);
+const { Database } = require(join(root, 'dist/index.js'));
+const { decodeRows } = require(join(root, 'dist/rows.js'));
+const { Requests } = require(join(root, 'dist/requests.js'));
+const db = await Database.open(process.argv[5] ?? join(root, '.tmp/bench/seed-42.db'), { readonly: true, readers: 1 });
+let captured;
+const convert = Requests.prototype.convert;
+Requests.prototype.convert = function (kind, rowMode, payload) {
+  if (Buffer.isBuffer(payload)) captured = payload;
+  return convert.call(this, kind, rowMode, payload);
+};
+await db.select('SELECT * FROM items WHERE id > ? ORDER BY id LIMIT ?', [1000, n]);
+Requests.prototype.convert = convert;
+await db.close();
+if (captured === undefined) throw new Error('no result buffer captured (too few rows for a buffer of its own?)');
+// A Buffer of its own, at offset 0 (8-byte aligned), as the addon delivers one.
+const buf = Buffer.allocUnsafeSlow(captured.length);
+captured.copy(buf);
+let sink = 0;
+const once = () => {
+  const rows = decodeRows(buf, 'object', 'auto');
+  for (const r of rows) sink += r.id + r.name.length + r.description.length + r.price + r.category.length + r.created_at;
+};
+for (const until = performance.now() + 1000; performance.now() < until; ) once();
+const per = [];
+for (let round = 0; round < 15; round++) {
+  const t = performance.now();
+  let k = 0;
+  while (performance.now() - t < (seconds * 1000) / 15) {
+    once();
+    k++;
+  }
+  per.push(((performance.now() - t) * 1e6) / (k * n));
+}
+per.sort((a, b) => a - b);
+console.log(`${root.padEnd(16)} ${process.env.QS_ROWS ?? ''} ${n} rows: ns per row (decode + touch, GC included): median ${per[7].toFixed(1)}, min ${per[0].toFixed(1)}, max ${per[14].toFixed(1)}`);
+if (sink === 0.5) console.log(sink);
