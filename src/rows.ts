@@ -67,8 +67,10 @@ interface Shape {
 const shapes = new Map<number, Shape[]>();
 let shapeCount = 0;
 const MAX_SHAPES = 512;
-/** Row builders generated since the process started (tests check that known lists reuse theirs). */
+/** Row builders generated since the process started (tests check that known lists reuse
+ * theirs), and how many of them make object rows by a constructor. */
 let buildersMade = 0;
+let constructorBuilders = 0;
 
 /** The value stays out of the message, as parameter values do: it can be one. */
 function unsafeInteger(_value: bigint): never {
@@ -116,6 +118,15 @@ function decodeChunk(
   );
 }
 
+/** The prototype of rows, as it was when this module loaded. */
+const OBJECT_PROTOTYPE: object = Object.prototype;
+
+/** Whether object rows of `names` can be made by assignment in a constructor: no name is
+ * found on Object.prototype, where a setter or a read-only value would catch it. */
+function byConstructor(names: string[]): boolean {
+  return names.every((n) => !(n in OBJECT_PROTOTYPE));
+}
+
 /** Generates the builder for one column list, row mode and integer mode. Each cell is an
  * inline expression (no call per cell): see docs/experiments/001-result-path.md. */
 function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build {
@@ -134,23 +145,22 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
   let rowClass = '';
   if (rowMode === 'array') {
     row = `[${names.map(() => cell).join(', ')}]`;
-  } else if (names.every((n) => !(n in Object.prototype))) {
-    // Rows by a constructor whose prototype is Object.prototype (so they are plain objects),
-    // not by a literal (experiment 081): a constructor has no allocation site for V8 to
-    // decide to allocate in the old generation, and after one row of nulls every field
-    // holds any value, so integers are kept as small integers, not boxed as doubles. A name
-    // found on Object.prototype, whose setter or read-only value would catch the assignment,
-    // takes the literal below; strict mode makes one made read-only later an error, not a
-    // dropped field.
+  } else if (byConstructor(names)) {
+    // A constructor, not a literal (experiment 081): it has no allocation site for V8 to
+    // decide to allocate in the old generation, and after a first row of nulls its fields
+    // hold any value, so optimized code keeps integers unboxed. Named `Object`, with
+    // Object.prototype as its prototype, so rows are plain objects to debuggers too. Strict:
+    // a read-only property added to Object.prototype later throws instead of dropping a field.
     const args = names.map((_, k) => `c${k}`);
     rowClass = `
-      function Row(${args.join(', ')}) {
+      function Object(${args.join(', ')}) {
         'use strict';
         ${names.map((n, k) => `this[${JSON.stringify(n)}] = ${args[k]};`).join(' ')}
       }
-      Row.prototype = Object.prototype;
-      new Row(${names.map(() => 'null').join(', ')});`;
-    row = `new Row(${names.map(() => cell).join(', ')})`;
+      Object.prototype = objectPrototype;
+      new Object(${names.map(() => 'null').join(', ')});`;
+    row = `new Object(${names.map(() => cell).join(', ')})`;
+    constructorBuilders++;
   } else {
     // A quoted `"__proto__": v` would set the prototype; a computed key defines a property.
     const fields = names.map((n) => (n === '__proto__' ? `["__proto__"]: ${cell}` : `${JSON.stringify(n)}: ${cell}`));
@@ -183,11 +193,12 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
       }
       return out;
     };`;
-  return new Function('unsafeInteger', 'Buffer', 'decodeChunk', 'names', source)(
+  return new Function('unsafeInteger', 'Buffer', 'decodeChunk', 'names', 'objectPrototype', source)(
     unsafeInteger,
     Buffer,
     decodeChunk,
     names,
+    OBJECT_PROTOTYPE,
   ) as Build;
 }
 
@@ -227,8 +238,8 @@ const slotOf = (rowMode: RowMode, intMode: IntMode): number =>
   (rowMode === 'array' ? 3 : 0) + (intMode === 'bigint' ? 2 : intMode === 'number' ? 1 : 0);
 
 /** Column lists known and row builders made so far (for tests). */
-export function rowShapeStats(): { shapes: number; buildersMade: number } {
-  return { shapes: shapeCount, buildersMade };
+export function rowShapeStats(): { shapes: number; buildersMade: number; constructorBuilders: number } {
+  return { shapes: shapeCount, buildersMade, constructorBuilders };
 }
 
 /** A little-endian u32 of the header. */

@@ -44,5 +44,5 @@ for (let round = 0; round < 15; round++) {
   per.push(((performance.now() - t) * 1e6) / (k * n));
 }
 per.sort((a, b) => a - b);
-console.log(`${root.padEnd(16)} ${process.env.QS_ROWS ?? ''} ${n} rows: ns per row (decode + touch, GC included): median ${per[7].toFixed(1)}, min ${per[0].toFixed(1)}, max ${per[14].toFixed(1)}`);
+console.log(`${root.padEnd(16)} ${n} rows: ns per row (decode + touch, GC included): median ${per[7].toFixed(1)}, min ${per[0].toFixed(1)}, max ${per[14].toFixed(1)}`);
 if (sink === 0.5) console.log(sink);
