@@ -2,13 +2,14 @@
 // garbage collections it causes: experiment 081. The result is captured from a real
 // select, then decoded again and again; each decoded result is dropped after its fields are
 // read, as the bench's select cases do.
-//   node bench/experiments/decode-rows.mjs <package root> <rows> [seconds=3] [database]
+//   node bench/experiments/decode-rows.mjs <package root> <rows> [seconds=3] [database] [object|array]
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 
 const root = resolve(process.argv[2] ?? '.');
 const n = Number(process.argv[3] ?? 1000);
 const seconds = Number(process.argv[4] ?? 3);
+const rowMode = process.argv[6] ?? 'object';
 const require = createRequire(import.meta.url);
 const { Database } = require(join(root, 'dist/index.js'));
 const { decodeRows } = require(join(root, 'dist/rows.js'));
@@ -29,8 +30,9 @@ const buf = Buffer.allocUnsafeSlow(captured.length);
 captured.copy(buf);
 let sink = 0;
 const once = () => {
-  const rows = decodeRows(buf, 'object', 'auto');
-  for (const r of rows) sink += r.id + r.name.length + r.description.length + r.price + r.category.length + r.created_at;
+  const rows = decodeRows(buf, rowMode, 'auto');
+  if (rowMode === 'array') for (const r of rows) sink += r[0] + r[1].length + r[2].length + r[3] + r[4].length + r[5];
+  else for (const r of rows) sink += r.id + r.name.length + r.description.length + r.price + r.category.length + r.created_at;
 };
 for (const until = performance.now() + 1000; performance.now() < until; ) once();
 const per = [];
@@ -44,5 +46,5 @@ for (let round = 0; round < 15; round++) {
   per.push(((performance.now() - t) * 1e6) / (k * n));
 }
 per.sort((a, b) => a - b);
-console.log(`${root.padEnd(16)} ${n} rows: ns per row (decode + touch, GC included): median ${per[7].toFixed(1)}, min ${per[0].toFixed(1)}, max ${per[14].toFixed(1)}`);
+console.log(`${root.padEnd(16)} ${n} ${rowMode} rows: ns per row (decode + touch, GC included): median ${per[7].toFixed(1)}, min ${per[0].toFixed(1)}, max ${per[14].toFixed(1)}`);
 if (sink === 0.5) console.log(sink);
