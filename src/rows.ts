@@ -67,10 +67,8 @@ interface Shape {
 const shapes = new Map<number, Shape[]>();
 let shapeCount = 0;
 const MAX_SHAPES = 512;
-/** Row builders generated since the process started (tests check that known lists reuse
- * theirs), and how many of them make rows without an allocation site (experiment 081). */
+/** Row builders generated since the process started (tests check that known lists reuse theirs). */
 let buildersMade = 0;
-let siteFreeBuilders = 0;
 
 /** The value stays out of the message, as parameter values do: it can be one. */
 function unsafeInteger(_value: bigint): never {
@@ -127,9 +125,10 @@ function byConstructor(names: string[]): boolean {
   return names.every((n) => !(n in OBJECT_PROTOTYPE));
 }
 
-/** Generates the builder for one column list, row mode and integer mode. Each cell is an
- * inline expression (no call per cell): see docs/experiments/001-result-path.md. */
-function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build {
+/** The source of the builder for one column list, row mode and integer mode (exported for
+ * tests). Each cell is an inline expression (no call per cell): see
+ * docs/experiments/001-result-path.md. */
+export function builderSource(names: string[], rowMode: RowMode, intMode: IntMode): string {
   const int = intMode === 'bigint' ? 'BigInt(x)' : 'x';
   // Common tags first: INT, REAL, TEXT, NULL; BLOB and BIGINT go through small closures, and
   // so does a TEXT cell that starts a chunk inside a row (TAG_TEXT_CHUNK: rare, rows with a
@@ -145,33 +144,35 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
   let rowClass = '';
   if (rowMode === 'array') {
     // A rest parameter, not an array literal: it has no allocation site either (see below).
+    // Its arrays hold any value, so all-number rows box their doubles (experiment 081).
     rowClass = `
       const arrayOf = (...values) => values;`;
     row = `arrayOf(${names.map(() => cell).join(', ')})`;
-    siteFreeBuilders++;
   } else if (byConstructor(names)) {
     // A constructor, not a literal (experiment 081): it has no allocation site for V8 to
     // decide to allocate in the old generation, and after a first row of nulls its fields
-    // hold any value, so optimized code keeps integers unboxed. Named `Object`, with
+    // hold any value, so optimized code keeps small integers unboxed. Named `Object`, with
     // Object.prototype as its prototype, so rows are plain objects to debuggers too. Strict:
     // a read-only property added to Object.prototype later throws instead of dropping a field.
     const args = names.map((_, k) => `c${k}`);
     rowClass = `
-      function Object(${args.join(', ')}) {
-        'use strict';
-        ${names.map((n, k) => `this[${JSON.stringify(n)}] = ${args[k]};`).join(' ')}
-      }
-      Object.prototype = objectPrototype;
-      new Object(${names.map(() => 'null').join(', ')});`;
-    row = `new Object(${names.map(() => cell).join(', ')})`;
-    siteFreeBuilders++;
+      const Row = (() => {
+        function Object(${args.join(', ')}) {
+          'use strict';
+          ${names.map((n, k) => `this[${JSON.stringify(n)}] = ${args[k]};`).join(' ')}
+        }
+        Object.prototype = objectPrototype;
+        new Object(${names.map(() => 'null').join(', ')});
+        return Object;
+      })();`;
+    row = `new Row(${names.map(() => cell).join(', ')})`;
   } else {
     // A quoted `"__proto__": v` would set the prototype; a computed key defines a property.
     const fields = names.map((n) => (n === '__proto__' ? `["__proto__"]: ${cell}` : `${JSON.stringify(n)}: ${cell}`));
     row = `{ ${fields.join(', ')} }`;
   }
   const big = intMode === 'number' ? 'unsafeInteger(bigs[gp++])' : 'bigs[gp++]';
-  const source = `${rowClass}
+  return `${rowClass}
     return function build(n, buf, f, na, ta, bigs, rc, rl, cc, cl, textBase, latin1) {
       let i = 0, tp = 0, bp = 0, gp = 0, t = 0, x = 0, s = '', text = '', kr = 0, kc = 0;
       let next = rl === 0 ? -1 : f[rc];
@@ -197,6 +198,11 @@ function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build
       }
       return out;
     };`;
+}
+
+/** Generates the builder for one column list, row mode and integer mode. */
+function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build {
+  const source = builderSource(names, rowMode, intMode);
   return new Function('unsafeInteger', 'Buffer', 'decodeChunk', 'names', 'objectPrototype', source)(
     unsafeInteger,
     Buffer,
@@ -242,8 +248,8 @@ const slotOf = (rowMode: RowMode, intMode: IntMode): number =>
   (rowMode === 'array' ? 3 : 0) + (intMode === 'bigint' ? 2 : intMode === 'number' ? 1 : 0);
 
 /** Column lists known and row builders made so far (for tests). */
-export function rowShapeStats(): { shapes: number; buildersMade: number; siteFreeBuilders: number } {
-  return { shapes: shapeCount, buildersMade, siteFreeBuilders };
+export function rowShapeStats(): { shapes: number; buildersMade: number } {
+  return { shapes: shapeCount, buildersMade };
 }
 
 /** A little-endian u32 of the header. */
