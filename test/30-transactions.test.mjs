@@ -745,7 +745,10 @@ test('a transaction whose BEGIN failed holds its turn until its body ends: later
       log.push('first ended');
     });
     first.catch(() => {});
-    await sleep(150);
+    // Its BEGIN waits busyTimeout (50 ms) for b's lock, then fails: wait for that, not a
+    // fixed time, so a slow machine cannot commit b's transaction first.
+    for (const until = Date.now() + 5000; !log.includes('first: SQLITE_BUSY') && Date.now() < until; ) await sleep(10);
+    assert.deepEqual(log, ['first started', 'first: SQLITE_BUSY']);
     await held.commit();
     // The lock is free, but the first transaction is still running its body.
     const second = a.transaction(async (tx) => {
