@@ -3,31 +3,15 @@
 // select, then decoded again and again; each decoded result is dropped after its fields are
 // read, as the bench's select cases do.
 //   node bench/experiments/decode-rows.mjs <package root> <rows> [seconds=3] [database] [object|array]
-import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
+import { capturedResult } from './captured-result.mjs';
 
 const root = resolve(process.argv[2] ?? '.');
 const n = Number(process.argv[3] ?? 1000);
 const seconds = Number(process.argv[4] ?? 3);
 const rowMode = process.argv[6] ?? 'object';
-const require = createRequire(import.meta.url);
-const { Database } = require(join(root, 'dist/index.js'));
-const { decodeRows } = require(join(root, 'dist/rows.js'));
-const { Requests } = require(join(root, 'dist/requests.js'));
-const db = await Database.open(process.argv[5] ?? join(root, '.tmp/bench/seed-42.db'), { readonly: true, readers: 1 });
-let captured;
-const convert = Requests.prototype.convert;
-Requests.prototype.convert = function (kind, rowMode, payload) {
-  if (Buffer.isBuffer(payload)) captured = payload;
-  return convert.call(this, kind, rowMode, payload);
-};
-await db.select('SELECT * FROM items WHERE id > ? ORDER BY id LIMIT ?', [1000, n]);
-Requests.prototype.convert = convert;
-await db.close();
-if (captured === undefined) throw new Error('no result buffer captured (too few rows for a buffer of its own?)');
-// A Buffer of its own, at offset 0 (8-byte aligned), as the addon delivers one.
-const buf = Buffer.allocUnsafeSlow(captured.length);
-captured.copy(buf);
+const database = process.argv[5] ?? join(root, '.tmp/bench/seed-42.db');
+const { decodeRows, buf } = await capturedResult(root, database, 'SELECT * FROM items WHERE id > ? ORDER BY id LIMIT ?', [1000, n]);
 let sink = 0;
 const once = () => {
   const rows = decodeRows(buf, rowMode, 'auto');

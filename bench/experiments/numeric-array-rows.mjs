@@ -3,28 +3,14 @@
 // bytes a kept row costs (experiment 081: array rows by a rest parameter hold any value, so
 // their doubles are boxed where an array literal's could be unboxed).
 //   node --expose-gc bench/experiments/numeric-array-rows.mjs <package root> [array|object] [database]
-import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
+import { capturedResult } from './captured-result.mjs';
 
 const root = resolve(process.argv[2] ?? '.');
 const rowMode = process.argv[3] ?? 'array';
-const require = createRequire(import.meta.url);
-const { Database } = require(join(root, 'dist/index.js'));
-const { decodeRows } = require(join(root, 'dist/rows.js'));
-const { Requests } = require(join(root, 'dist/requests.js'));
-const db = await Database.open(process.argv[4] ?? join(root, '.tmp/bench/seed-42.db'), { readonly: true, readers: 1 });
+const database = process.argv[4] ?? join(root, '.tmp/bench/seed-42.db');
 const N = 5000;
-let captured;
-const convert = Requests.prototype.convert;
-Requests.prototype.convert = function (kind, mode, payload) {
-  if (Buffer.isBuffer(payload)) captured = payload;
-  return convert.call(this, kind, mode, payload);
-};
-await db.select('SELECT * FROM shape_numeric WHERE id > ? ORDER BY id LIMIT ?', [0, N]);
-Requests.prototype.convert = convert;
-await db.close();
-const buf = Buffer.allocUnsafeSlow(captured.length);
-captured.copy(buf);
+const { decodeRows, buf } = await capturedResult(root, database, 'SELECT * FROM shape_numeric WHERE id > ? ORDER BY id LIMIT ?', [0, N]);
 let sink = 0;
 const once = () => {
   const rows = decodeRows(buf, rowMode, 'auto');
