@@ -3,6 +3,7 @@
 //! BLOBs become base64 strings, invalid UTF-8 is replaced, control characters are escaped.
 
 use crate::buffer_pool::{self, Pool};
+use crate::encode::HIGH_BITS;
 use crate::raw_statement::ColumnValues;
 use base64::Engine as _;
 use rusqlite::types::ValueRef;
@@ -190,9 +191,6 @@ fn write_hundredths(out: &mut Vec<u8>, h: i64) {
         out.push(b'0' + rest as u8);
     }
 }
-
-/// The high bit of each byte of a word.
-const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
 
 /// True when any byte of the 8 needs escaping: < 0x20, '"' or '\\'.
 #[inline]
