@@ -1,7 +1,8 @@
 // T11's RSS growth outside the benchmark (experiment 083): the memory suite's `mem-reads`
 // sample function itself (bench/lib/cases.mjs), called ten times in one process with a pause
-// between samples as the coordinator makes one, printing after each sample the peak RSS of
-// its ten reads and V8's old space in use. Uses the quietsqlite of this checkout (dist/).
+// between samples (in the benchmark, the other peers' samples and the coordinator's messages
+// come between them), printing after each sample the peak RSS of its ten reads and V8's old
+// space in use. Uses the quietsqlite of this checkout (dist/ and native/).
 //   node bench/experiments/mem-reads-old-space.mjs <copy of a bench database> [pause ms=100]
 // e.g. cp .tmp/bench/seed-42.db /tmp/memprobe.db first (the reads leave a -wal beside it).
 import v8 from 'node:v8';
