@@ -1,0 +1,66 @@
+/* What a futex wake of a sleeping thread costs the thread that wakes it (experiment 085):
+ * every request handed to a parked reader or writer pays this on the JS thread.
+ *   gcc -O2 -o /tmp/futex-wake bench/experiments/futex-wake.c -lpthread && /tmp/futex-wake
+ * The sleeper parks on a futex; each round the main thread sleeps 1 ms (so the sleeper is
+ * surely parked), sets the word and times the FUTEX_WAKE call alone. Linux only. */
+#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ROUNDS 2000
+
+static atomic_int word;
+static atomic_int running = 1;
+
+static long futex(atomic_int *addr, int op, int val) {
+  return syscall(SYS_futex, addr, op, val, NULL, NULL, 0);
+}
+
+static void *sleeper(void *arg) {
+  (void)arg;
+  while (atomic_load(&running)) {
+    while (atomic_load(&word) == 0) futex(&word, FUTEX_WAIT_PRIVATE, 0);
+    atomic_store(&word, 0);
+  }
+  return NULL;
+}
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int main(void) {
+  static double took[ROUNDS];
+  pthread_t thread;
+  pthread_create(&thread, NULL, sleeper, NULL);
+  double sum = 0;
+  for (int i = 0; i < ROUNDS; i++) {
+    usleep(1000);
+    atomic_store(&word, 1);
+    double t0 = now_us();
+    futex(&word, FUTEX_WAKE_PRIVATE, 1);
+    took[i] = now_us() - t0;
+    sum += took[i];
+  }
+  qsort(took, ROUNDS, sizeof took[0], by_value);
+  printf("futex wake of a sleeping thread: mean %.1f us, median %.1f us, p90 %.1f us\n", sum / ROUNDS,
+         took[ROUNDS / 2], took[ROUNDS * 9 / 10]);
+  atomic_store(&running, 0);
+  atomic_store(&word, 1);
+  futex(&word, FUTEX_WAKE_PRIVATE, 1);
+  pthread_join(thread, NULL);
+  return 0;
+}
