@@ -1,20 +1,30 @@
-// In-process A/B of awaited point queries (experiment 085): two or more builds are loaded in
-// one process (each its own addon copy, database handle and threads) and run in alternating
-// blocks, so a slow phase of the machine falls on all of them alike. Prints each build's
-// median µs per query and, for two builds, the per-block ratio of the second to the first.
-// Run it once with the same build twice (A/A) to see the method's own noise.
-//   node bench/experiments/inproc-point.mjs <db with an items table> <blocks> <queries per block> name=<root> name=<root>
+// In-process A/B of awaited point queries (experiment 085): several builds loaded in one
+// process, each with its own addon, database handle and threads, run in blocks whose order
+// rotates, so that a slow phase of the machine falls on all of them alike. Prints each
+// build's median µs per query and, for two builds, the median per-block ratio of the second
+// to the first. Each build needs a directory of its own: for an A/A run of one build (the
+// method's own noise), copy its directory and give both paths. The database (a file with
+// the bench's `items` table, e.g. .tmp/bench/seed-42.db) is copied first.
+//   node bench/experiments/inproc-point.mjs <db> <blocks> <queries per block> name=<build dir> name=<build dir> ...
 import { createRequire } from 'node:module';
-import { resolve } from 'node:path';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 
 const [file, blocksArg, perArg, ...specs] = process.argv.slice(2);
-if (specs.length < 2) throw new Error('usage: inproc-point.mjs <db> <blocks> <per block> name=<root> name=<root> ...');
+if (specs.length < 2) throw new Error('usage: inproc-point.mjs <db> <blocks> <per block> name=<build dir> name=<build dir> ...');
+// With the override every build would load the same addon.
+if (process.env.QUIETSQLITE_NATIVE_LIBRARY_PATH) throw new Error('unset QUIETSQLITE_NATIVE_LIBRARY_PATH: it makes every build load one addon');
+const roots = specs.map((s) => resolve(s.slice(s.indexOf('=') + 1)));
+// `require` caches by path: one directory given twice is one build, not two.
+if (new Set(roots).size !== roots.length) throw new Error('each build needs a directory of its own (copy it for an A/A run)');
+const dir = mkdtempSync(join(tmpdir(), 'qs-inproc-'));
+copyFileSync(file, join(dir, 'p.db'));
 const require = createRequire(import.meta.url);
 const builds = [];
-for (const spec of specs) {
-  const at = spec.indexOf('=');
-  const { Database } = require(resolve(spec.slice(at + 1)) + '/dist/index.js');
-  builds.push({ name: spec.slice(0, at), db: await Database.open(file), times: [] });
+for (const [i, spec] of specs.entries()) {
+  const { Database } = require(roots[i] + '/dist/index.js');
+  builds.push({ name: spec.slice(0, spec.indexOf('=')), db: await Database.open(join(dir, 'p.db')), times: [] });
 }
 const sql = 'SELECT * FROM items WHERE id = ?';
 const per = Number(perArg);
@@ -26,9 +36,17 @@ const run = async (db, n, seed) => {
 };
 for (const b of builds) await run(b.db, 20000, 1);
 for (let k = 0; k < Number(blocksArg); k++) {
-  for (const b of k % 2 === 0 ? builds : [...builds].reverse()) b.times.push(await run(b.db, per, k * per));
+  // Block k starts with build k mod n: every build is first, second, ... equally often.
+  for (let j = 0; j < builds.length; j++) {
+    const b = builds[(k + j) % builds.length];
+    b.times.push(await run(b.db, per, k * per));
+  }
 }
-const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
+const median = (a) => {
+  const s = [...a].sort((x, y) => x - y);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
 for (const b of builds) {
   console.log(`${b.name.padEnd(8)} median ${median(b.times).toFixed(3)} µs/query; blocks ${b.times.map((t) => t.toFixed(2)).join(' ')}`);
 }
@@ -39,3 +57,4 @@ if (builds.length === 2) {
   );
 }
 for (const b of builds) await b.db.close();
+rmSync(dir, { recursive: true, force: true });
