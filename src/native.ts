@@ -26,8 +26,8 @@ interface Binding {
   FUNCTION_OP_FINAL: number;
   // The calls made per request, by the database's `handle` (crates/node/src/handles.rs).
   // Looked up on `binding` at every call, so that tests can watch them.
-  // dbRead, dbWriterRead, dbExecute and dbTakeCompletions are plain Node-API callbacks, not
-  // napi-rs functions, so the generated declarations do not list them
+  // dbRead, dbWriterRead, dbExecute, dbTakeCompletions and dbKeepAlive are plain Node-API
+  // callbacks, not napi-rs functions, so the generated declarations do not list them
   // (crates/node/src/request_calls.rs). `packedText`, when given, says `params` is the
   // packed layout (src/params.ts, packParams).
   dbRead: (
@@ -67,6 +67,8 @@ interface Binding {
     maxMicros: number,
     scratch: Buffer,
   ) => unknown[] | null | undefined | { scratch: Buffer; values: unknown[] | null };
+  /** Holds the event loop open while the database has work in flight (`on`), or lets it go. */
+  dbKeepAlive: (handle: number, on: boolean) => void;
 }
 
 /** The environment variable naming a binary to load instead of any other. */

@@ -516,8 +516,9 @@ export class Requests {
 
   private setBusy(on: boolean): void {
     this.busy = on;
-    const native = this.native?.deref();
-    if (native) native.keepAlive(on);
+    // By handle, not through the native object: requests that come one at a time after idle
+    // time make this call twice each (experiment 086).
+    binding.dbKeepAlive(this.handle, on);
     const owner = this.owner?.deref();
     if (owner !== undefined) {
       if (on) withWorkInFlight.add(owner);
@@ -729,7 +730,7 @@ const settledThen = SETTLED.then;
  * cannot keep the event loop held. One installed while this module loads replaces the export
  * of `node:timers` too, and the immediates it takes never run unless its clock is advanced:
  * then (or when the check cannot be made) this is undefined and the event loop is let go one
- * microtask after the last completion (an awaited loop then pays two `keepAlive` calls per
+ * microtask after the last completion (an awaited loop then pays two `dbKeepAlive` calls per
  * request). Node's own registers an active 'Immediate' resource as soon as it is called.
  * Its callback must not throw (ours does not). */
 const afterThisTurn: ((callback: () => void) => unknown) | undefined = nodeOwnSetImmediate();

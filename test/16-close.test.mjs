@@ -276,24 +276,24 @@ test('in-flight work keeps the process alive until it completes', { timeout: 20_
   assert.equal(r.stdout, 'result [{"n":400000}]\n');
 });
 
-/** Records every `keepAlive(on)` the addon is asked for until the test ends. */
+/** Records every `dbKeepAlive(handle, on)` the addon is asked for until the test ends. */
 function countKeepAlives(t) {
-  const { NativeDatabase } = createRequire(import.meta.url)('../native/quietsqlite.node');
-  const keepAlive = NativeDatabase.prototype.keepAlive;
+  const native = createRequire(import.meta.url)('../native/quietsqlite.node');
+  const keepAlive = native.dbKeepAlive;
   const calls = [];
-  NativeDatabase.prototype.keepAlive = function (on) {
+  native.dbKeepAlive = function (handle, on) {
     calls.push(on);
-    return keepAlive.call(this, on);
+    return keepAlive.call(this, handle, on);
   };
   t.after(() => {
-    NativeDatabase.prototype.keepAlive = keepAlive;
+    native.dbKeepAlive = keepAlive;
   });
   return calls;
 }
 
 test('awaited requests one after another hold the event loop once, not once per request', async (t) => {
   // The addon's keep-alive is a native call each way; toggling it per request was two native
-  // calls per query of an awaited loop (issue 11). Count them through the addon's prototype.
+  // calls per query of an awaited loop (issue 11). Count them through the addon's export.
   const calls = countKeepAlives(t);
   const db = await openMemory(t);
   await db.execute('CREATE TABLE t(a)');

@@ -222,6 +222,7 @@ test('the per-request calls refuse a handle that is no open database of this thr
     assert.throws(() => native.dbRead(handle, 1, 'SELECT 1', [], 0, false), /no open database has this handle/);
     assert.throws(() => native.dbExecute(handle, 1, 0, 'SELECT 1', [], false), /no open database has this handle/);
     assert.throws(() => native.dbTakeCompletions(handle, 0, Buffer.alloc(65536)), /no open database has this handle/);
+    assert.throws(() => native.dbKeepAlive(handle, true), /no open database has this handle/);
   }
   // The database itself is untouched.
   assert.deepEqual(await db.selectOne('SELECT 2 AS two'), { two: 2 });
@@ -242,6 +243,10 @@ test('the per-request calls refuse arguments of the wrong type with an error, no
   refuses(() => native.dbTakeCompletions(), /^handle must be a number$/);
   refuses(() => native.dbTakeCompletions(0, 'soon', Buffer.alloc(65536)), /^maxMicros must be a number$/);
   refuses(() => native.dbTakeCompletions(0, 0, Buffer.alloc(65536)), /no open database has this handle/);
+  refuses(() => native.dbKeepAlive(), /^handle must be a number$/);
+  refuses(() => native.dbKeepAlive(0, 'yes'), /^on must be a boolean$/);
+  refuses(() => native.dbKeepAlive(0), /^on must be a boolean$/);
+  refuses(() => native.dbKeepAlive(0, false), /no open database has this handle/);
   assert.deepEqual(await db.selectOne('SELECT 3 AS three'), { three: 3 });
 });
 

@@ -79,8 +79,6 @@ export declare class NativeDatabase {
   dispose(): void
   /** This database's number for the `db*` functions (handles.rs). */
   get handle(): number
-  /** Keeps the process alive while work is in flight, and lets it exit when idle. */
-  keepAlive(on: boolean): void
   /**
    * Opens an iterator (`db.iterate`): its chunks arrive as `[rows, done]` completions
    * with `id`; `chunk_rows` rows at most per chunk.

@@ -524,16 +524,6 @@ impl NativeDatabase {
         self.handle
     }
 
-    /// Keeps the process alive while work is in flight, and lets it exit when idle.
-    #[napi]
-    pub fn keep_alive(&self, env: Env, on: bool) -> Result<()> {
-        guard(&env, || {
-            // SAFETY: the JS thread, with this call's env (the tsfn's own env).
-            unsafe { self.sink.set_ref(env.raw(), on) }
-            Ok(())
-        })
-    }
-
     /// Opens an iterator (`db.iterate`): its chunks arrive as `[rows, done]` completions
     /// with `id`; `chunk_rows` rows at most per chunk.
     #[napi]

@@ -1,5 +1,5 @@
 //! The calls made for every request, `dbRead`, `dbWriterRead`, `dbExecute` and
-//! `dbTakeCompletions`, as plain Node-API callbacks. napi-rs's generated wrapper opens a
+//! `dbTakeCompletions`, and `dbKeepAlive`, as plain Node-API callbacks. napi-rs's generated wrapper opens a
 //! borrow scope for each call it makes (an `Arc` allocated and freed, thread-local pushes
 //! and pops): about 7% of the JS thread's samples with 64 point queries in flight
 //! (docs/experiments/069-plain-callbacks-for-requests.md; the writer's two since 079). The
@@ -12,13 +12,14 @@ use napi::{sys, Env, JsError, JsValue};
 use std::ffi::CStr;
 use std::ptr;
 
-/// Defines the four functions on the addon's exports.
+/// Defines the five functions on the addon's exports.
 pub(crate) fn export(env: sys::napi_env, exports: sys::napi_value) -> napi::Result<()> {
-    let calls: [(&CStr, unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value); 4] = [
+    let calls: [(&CStr, unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value); 5] = [
         (c"dbRead", db_read),
         (c"dbWriterRead", db_writer_read),
         (c"dbExecute", db_execute),
         (c"dbTakeCompletions", db_take_completions),
+        (c"dbKeepAlive", db_keep_alive),
     ];
     for (name, call) in calls {
         let mut function = ptr::null_mut();
@@ -102,6 +103,24 @@ unsafe extern "C" fn db_take_completions(env: sys::napi_env, info: sys::napi_cal
         // SAFETY: a value of this call, on its thread.
         let scratch = unsafe { Unknown::from_raw_unchecked(env.raw(), scratch) };
         Ok(handles::get(&env, handle)?.take_completions(env, max_micros, scratch)?.raw())
+    })
+}
+
+/// Holds the event loop open for database `handle` while it has work in flight (`on` true),
+/// and lets it go when idle (the completion channel's reference; `NodeSink::set_ref`).
+/// Arguments: handle, on. Made once each way per stretch of work: for requests that come
+/// one at a time with idle time between them, twice per request (experiment 086).
+unsafe extern "C" fn db_keep_alive(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: as in `db_read`.
+    call(env, info, |env, [handle, on]: [sys::napi_value; 2], _| {
+        let handle = uint32(env, handle, "handle")?;
+        let on = optional_bool(env, on, "on")?
+            .ok_or_else(|| napi::Error::new(napi::Status::BooleanExpected, "on must be a boolean".to_owned()))?;
+        let state = handles::get(&env, handle)?;
+        // SAFETY: the JS thread, with the env the database was made in (`handles::get`
+        // checked it), which is the env of its threadsafe function.
+        unsafe { state.sink.set_ref(env.raw(), on) };
+        Ok(ptr::null_mut())
     })
 }
 
