@@ -243,8 +243,10 @@ export class Database implements Executor, TransactionHost, StatementHost {
         // The native side copied the key; the copy of a passphrase made here goes.
         if (o.encryption?.owned === true) o.encryption.bytes.fill(0);
       }
-      // Until the Database object exists, the requests object itself is what stays pinned.
-      requests.attach(native, requests);
+      // Until the Database object exists, the native object is what stays pinned while work
+      // is in flight (the requests object is reachable through its completion callback). So
+      // after a failed open, letting go of the event loop still finds it by its handle.
+      requests.attach(native, native);
     }, openId).catch((err: unknown) => {
       // A failed open leaves no threads behind; release the completion channel.
       native?.dispose();

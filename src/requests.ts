@@ -515,10 +515,11 @@ export class Requests {
   }
 
   private setBusy(on: boolean): void {
-    this.busy = on;
     // By handle, not through the native object: requests that come one at a time after idle
-    // time make this call twice each (experiment 086).
+    // time make this call twice each (experiment 086). The owner pinned while busy keeps the
+    // native object, and so its handle, alive until the hold is let go.
     binding.dbKeepAlive(this.handle, on);
+    this.busy = on;
     const owner = this.owner?.deref();
     if (owner !== undefined) {
       if (on) withWorkInFlight.add(owner);

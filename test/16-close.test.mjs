@@ -259,6 +259,40 @@ test('a closed database leaves nothing of its request bookkeeping pinned', { tim
   assert.equal(r.stdout, '0\n', 'request bookkeeping objects still alive after close');
 });
 
+test('a failed open whose native object is collected at once leaves nothing that throws', { timeout: 20_000 }, async () => {
+  // A failed open lets go of the event loop on an immediate. Its native object is referenced
+  // by nothing else once open() has rejected; were it collected before that immediate,
+  // letting go by its handle would throw there, uncaught. The open pins the native object
+  // while work is in flight (experiment 086). Without that pin the race was not seen here:
+  // this test guards the scenario, it did not fail before the pin.
+  const code = `
+    import { Database } from ${JSON.stringify(ENTRY)};
+    import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+    import { tmpdir } from 'node:os';
+    import { join } from 'node:path';
+    // Not a database: the open fails on a thread, after the request was sent.
+    const dir = mkdtempSync(join(tmpdir(), 'qs-failed-open-'));
+    const path = join(dir, 'a.db');
+    writeFileSync(path, Buffer.alloc(8192, 7));
+    for (let i = 0; i < 50; i++) {
+      const outcome = await Database.open(path).then(
+        () => 'opened',
+        (err) => err.code,
+      );
+      if (outcome !== 'SQLITE_NOTADB') throw new Error('unexpected: ' + outcome);
+      globalThis.gc();
+      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    rmSync(dir, { recursive: true, force: true });
+    console.log('done');
+  `;
+  const r = await runChild(code, 15_000, ['--expose-gc']);
+  assert.equal(r.timedOut, false, r.stderr);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'done\n');
+});
+
 test('in-flight work keeps the process alive until it completes', { timeout: 20_000 }, async (t) => {
   // Nothing but the query is pending in the child: no await, no timer.
   const code = `
@@ -305,7 +339,7 @@ test('awaited requests one after another hold the event loop once, not once per 
     for (let i = 20; i < 40; i++) await tx.execute('INSERT INTO t VALUES (?)', [i]);
     assert.equal((await tx.selectOne('SELECT count(*) AS n FROM t')).n, 40);
   });
-  assert.ok(calls.length <= 2, `keepAlive was called ${calls.length} times for 62 awaited requests`);
+  assert.ok(calls.length <= 2, `dbKeepAlive was called ${calls.length} times for 62 awaited requests`);
   // ...and once idle, the hold is let go.
   await new Promise((resolve) => setImmediate(resolve));
   assert.equal(calls.at(-1), false, 'the event loop is let go once nothing is in flight');
@@ -324,7 +358,7 @@ test('an awaited loop that awaits many times between its requests still holds th
     for (let j = 0; j < 40; j++) await null;
     assert.equal((await db.selectOne('SELECT count(*) AS n FROM t')).n, i + 1);
   }
-  assert.ok(calls.length <= 2, `keepAlive was called ${calls.length} times for 40 awaited requests`);
+  assert.ok(calls.length <= 2, `dbKeepAlive was called ${calls.length} times for 40 awaited requests`);
   await new Promise((resolve) => setImmediate(resolve));
   assert.equal(calls.at(-1), false, 'the event loop is let go once nothing is in flight');
 });

@@ -18,11 +18,21 @@ const require = createRequire(import.meta.url);
 const { Database } = require(root + '/dist/index.js');
 const native = require(root + '/native/quietsqlite.node');
 let keepAlives = 0;
-const keepAlive = native.NativeDatabase.prototype.keepAlive;
-native.NativeDatabase.prototype.keepAlive = function (on) {
-  keepAlives++;
-  return keepAlive.call(this, on);
-};
+// The hold is `dbKeepAlive(handle, on)` since experiment 086, a method of the database
+// object before it: whichever this checkout has is counted.
+if (typeof native.dbKeepAlive === 'function') {
+  const keepAlive = native.dbKeepAlive;
+  native.dbKeepAlive = function (handle, on) {
+    keepAlives++;
+    return keepAlive.call(this, handle, on);
+  };
+} else {
+  const keepAlive = native.NativeDatabase.prototype.keepAlive;
+  native.NativeDatabase.prototype.keepAlive = function (on) {
+    keepAlives++;
+    return keepAlive.call(this, on);
+  };
+}
 
 const dir = mkdtempSync(join(tmpdir(), 'qs-reqcost-'));
 const inline = process.env.INLINE;

@@ -1,10 +1,12 @@
 //! The calls made for every request, `dbRead`, `dbWriterRead`, `dbExecute` and
-//! `dbTakeCompletions`, and `dbKeepAlive`, as plain Node-API callbacks. napi-rs's generated wrapper opens a
-//! borrow scope for each call it makes (an `Arc` allocated and freed, thread-local pushes
-//! and pops): about 7% of the JS thread's samples with 64 point queries in flight
-//! (docs/experiments/069-plain-callbacks-for-requests.md; the writer's two since 079). The
-//! other calls, made once per transaction or less, keep the generated wrappers. Their
-//! TypeScript types are written out in src/native.ts.
+//! `dbTakeCompletions`, and the event loop's hold, `dbKeepAlive`, as plain Node-API
+//! callbacks. napi-rs's generated wrapper opens a borrow scope for each call it makes (an
+//! `Arc` allocated and freed, thread-local pushes and pops): about 7% of the JS thread's
+//! samples with 64 point queries in flight (docs/experiments/069-plain-callbacks-for-requests.md;
+//! the writer's two since 079). The hold was a method of the database object, which adds
+//! napi-rs's class checks to that (experiment 086). The other calls, made once per
+//! transaction or less, keep the generated wrappers. Their TypeScript types are written out
+//! in src/native.ts.
 
 use crate::handles;
 use napi::bindgen_prelude::Unknown;
@@ -114,8 +116,7 @@ unsafe extern "C" fn db_keep_alive(env: sys::napi_env, info: sys::napi_callback_
     // SAFETY: as in `db_read`.
     call(env, info, |env, [handle, on]: [sys::napi_value; 2], _| {
         let handle = uint32(env, handle, "handle")?;
-        let on = optional_bool(env, on, "on")?
-            .ok_or_else(|| napi::Error::new(napi::Status::BooleanExpected, "on must be a boolean".to_owned()))?;
+        let on = required_bool(env, on, "on")?;
         let state = handles::get(&env, handle)?;
         // SAFETY: the JS thread, with the env the database was made in (`handles::get`
         // checked it), which is the env of its threadsafe function.
@@ -173,6 +174,12 @@ fn uint32(env: Env, value: sys::napi_value, what: &str) -> napi::Result<u32> {
     } else {
         Err(napi::Error::new(napi::Status::NumberExpected, format!("{what} must be a number")))
     }
+}
+
+/// A boolean; `undefined`, `null` and every other value are refused.
+fn required_bool(env: Env, value: sys::napi_value, what: &str) -> napi::Result<bool> {
+    optional_bool(env, value, what)?
+        .ok_or_else(|| napi::Error::new(napi::Status::BooleanExpected, format!("{what} must be a boolean")))
 }
 
 /// A boolean, or `None` for `undefined` or `null`.
