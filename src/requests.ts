@@ -308,11 +308,11 @@ export class Requests {
     this.ended = true;
     const left = this.pending.takeAll();
     this.inflight = 0;
-    if (this.busy) this.setBusy(false);
     for (const p of left) {
       unwatch(p);
       p.reject(closedError('the database was closed before this request could run'));
     }
+    if (this.busy) this.setBusy(false);
   }
 
   attach(native: NativeDatabase, owner: object): void {
@@ -320,8 +320,9 @@ export class Requests {
     this.handle = native.handle;
     const before = this.owner?.deref();
     this.owner = new WeakRef(owner);
-    // The owner changes while work is in flight (the open's request pinned this object; the
-    // Database takes over): the pin moves with it, or the old owner would stay pinned forever.
+    // The owner changes while work is in flight (the open's request pinned the native object;
+    // the Database takes over): the pin moves with it, or the old owner would stay pinned
+    // forever.
     if (this.busy && before !== undefined && before !== owner) {
       withWorkInFlight.delete(before);
       withWorkInFlight.add(owner);
