@@ -12,6 +12,7 @@ import { counts, interleave, roundOrder, warmupRound } from '../bench/lib/schedu
 import { classifyChange, mad, median, noiseThreshold, quantile, summarize } from '../bench/lib/stats.mjs';
 import { ALL_CASES, METRICS, PEERS, SUITES, caseById, peerApplies, selectSuites } from '../bench/lib/suites.mjs';
 import { evaluateTargets } from '../bench/lib/targets.mjs';
+import { README_ROWS, readmeTables, statusOfBoth } from '../bench/lib/readme-tables.mjs';
 
 describe('stats', () => {
   it('median and quantiles', () => {
@@ -378,5 +379,43 @@ describe('html dashboard', () => {
     const svg = lineChart({ series: [{ name: 'quietsqlite', points: [[0, 1], [50, 2]] }], xLabel: 'x', yLabel: 'y' });
     assert.match(svg, /<path d="M/);
     assert.equal(lineChart({ series: [], xLabel: 'x', yLabel: 'y' }), '');
+  });
+});
+
+describe('README tables', () => {
+  // Two reports holding every README row's case, quietsqlite's value being `k` in run 1 and
+  // `2k` in run 2; better-sqlite3 has a value only for point-seq.
+  function report(scale, targets) {
+    const cases = [...new Set(README_ROWS.map((r) => r[1]))].map((id) => ({
+      id,
+      peers: {
+        quietsqlite: { summary: Object.fromEntries(README_ROWS.filter((r) => r[1] === id).map((r) => [r[2], { median: scale }])) },
+        'better-sqlite3': id === 'point-seq' ? { summary: { qps: { median: 1000 * scale } } } : { na: 'synchronous driver' },
+      },
+    }));
+    return { cases, targets };
+  }
+  const t = (id, met) => ({ id, text: `target ${id}`, met, measured: `${id} measured` });
+
+  it('shows run 1 and run 2 side by side, n/a where a peer has no value', () => {
+    const out = readmeTables([report(1, [t('T1', true)]), report(2, [t('T1', true)])]).split('\n');
+    assert.equal(out[2], '| point query, sequential | 1.00k/s (2.00k/s) | n/a | n/a | 1.00/s (2.00/s) |');
+    assert.match(out.find((l) => l.startsWith('| 10k-row select, wall |')), /\| n\/a \| n\/a \| n\/a \| 1\.00 ms \(2\.00 ms\) \|$/);
+    assert.match(out.find((l) => l.includes('inlineReads')), /^\| [^|]+ \| n\/a \| n\/a \| n\/a \| 1\.00\/s \(2\.00\/s\) \|$/);
+  });
+
+  it('names a target met in one run or in neither, and a report without a case is an error', () => {
+    const out = readmeTables([
+      report(1, [t('T1', true), t('T2', false), t('T3', false), t('T4', null)]),
+      report(2, [t('T1', false), t('T2', true), t('T3', false), t('T4', null)]),
+    ]);
+    assert.match(out, /\| T1 \| target T1 \| T1 measured \| T1 measured \| met in one run \|/);
+    assert.match(out, /\| T2 \| .* \| met in one run \|/);
+    assert.match(out, /\| T3 \| .* \| NOT met \|/);
+    assert.match(out, /\| T4 \| .* \| not measured \|/);
+    assert.equal(statusOfBoth(true, true), 'met');
+    const broken = report(1, []);
+    broken.cases = broken.cases.filter((c) => c.id !== 'eld-10k');
+    assert.throws(() => readmeTables([broken, report(2, [])]), /case eld-10k is not in the report/);
   });
 });
