@@ -1,6 +1,6 @@
 // Options of backup(): validated here; the copy itself runs natively (crates/core/src/backup.rs).
 
-import { checkKeys } from './options';
+import { checkKeys, checkSignal } from './options';
 
 /** How far a backup is: pages left to copy and pages in all. */
 export interface BackupProgress {
@@ -57,6 +57,5 @@ export function resolveBackupOptions(options: unknown): ResolvedBackupOptions {
   if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
     throw new TypeError('onProgress must be a function');
   }
-  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
-  return { pagesPerStep, onProgress: o.onProgress, signal: o.signal };
+  return { pagesPerStep, onProgress: o.onProgress, signal: checkSignal(o.signal) };
 }

@@ -283,7 +283,11 @@ export class Database implements Executor, TransactionHost, StatementHost {
   // ---- reads ----
 
   /** What the addon takes as `sql`: the number of a prepared statement of this database or
-   * of a text sent before (`#texts`), each checked once, or the checked text. */
+   * of a text sent before (`#texts`), each checked once, or the checked text. Taken right
+   * before the native call, after every getter of the call's options and parameters that
+   * runs here: a getter may close a statement, and a number let go of is given to the next
+   * statement or text registered. The addon looks the number up before it reads any
+   * parameter itself. */
   #sqlRef(sql: unknown): string | number {
     if (typeof sql === 'string') {
       const number = this.#texts.numberOf(sql);
@@ -306,7 +310,6 @@ export class Database implements Executor, TransactionHost, StatementHost {
     }
     try {
       if (this.#closing) throw closedError();
-      const ref = this.#sqlRef(sql);
       checkParams(params);
       const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
       const stop = stopOf(o, NO_SIGNALS);
@@ -323,7 +326,10 @@ export class Database implements Executor, TransactionHost, StatementHost {
         let out: unknown;
         const scratch = (this.#inlineScratch ??= Buffer.allocUnsafeSlow(INLINE_SCRATCH_BYTES));
         try {
-          out = binding.dbReadInline(this.#handle, ref, params, format, scratch);
+          // The SQL's number is taken after the caller's code (option getters) has run, and
+          // the addon looks it up before it reads the parameters, whose getters may close a
+          // statement and let its number go to another text.
+          out = binding.dbReadInline(this.#handle, this.#sqlRef(sql), params, format, scratch);
         } catch (err) {
           throw fromNativeThrow(err);
         }
@@ -342,6 +348,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
         (id, cancellable) => {
           try {
             const packed = packParams(params);
+            const ref = this.#sqlRef(sql);
             if (typeof packed === 'string') binding.dbRead(this.#handle, id, ref, PACKED_LAYOUT, format, cancellable, packed);
             else binding.dbRead(this.#handle, id, ref, packed ?? params, format, cancellable);
           } catch (err) {
@@ -532,6 +539,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
           },
           fail: () => {},
           end: () => {},
+          // A plain close() lets the backup finish: its last report still comes.
+          outlivesClose: true,
         });
       }
       const done = this.#requests.start<void>(
@@ -665,7 +674,6 @@ export class Database implements Executor, TransactionHost, StatementHost {
     txSignals: readonly AbortSignal[],
   ): Promise<unknown> {
     try {
-      const ref = this.#sqlRef(sql);
       checkParams(params);
       const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
       return this.#write(
@@ -673,6 +681,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
         o.rowMode,
         (id, c) => {
           const packed = packParams(params);
+          const ref = this.#sqlRef(sql);
           if (typeof packed === 'string') binding.dbWriterRead(this.#handle, id, tx, ref, PACKED_LAYOUT, format, c, packed);
           else binding.dbWriterRead(this.#handle, id, tx, ref, packed ?? params, format, c);
         },
@@ -686,7 +695,6 @@ export class Database implements Executor, TransactionHost, StatementHost {
   /** @internal */
   writerExecute(tx: number, sql: string, params: unknown, options: unknown, txSignals: readonly AbortSignal[]): Promise<ExecuteResult> {
     try {
-      const ref = this.#sqlRef(sql);
       checkParams(params);
       const o = resolveCallOptions(options, true, this.#timeoutMs);
       return this.#write(
@@ -694,6 +702,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
         o.rowMode,
         (id, c) => {
           const packed = packParams(params);
+          const ref = this.#sqlRef(sql);
           if (typeof packed === 'string') binding.dbExecute(this.#handle, id, tx, ref, PACKED_LAYOUT, c, packed);
           else binding.dbExecute(this.#handle, id, tx, ref, packed ?? params, c);
         },
@@ -718,23 +727,23 @@ export class Database implements Executor, TransactionHost, StatementHost {
     txSignals: readonly AbortSignal[],
   ): Promise<{ changes: number }> {
     try {
-      const ref = this.#sqlRef(sql);
       if (!Array.isArray(paramSets)) throw new TypeError('paramSets must be an array of arrays or objects');
       const stop = stopOf(resolveCallOptions(options, false, this.#timeoutMs), txSignals);
       // One batch at a time is sent in parts: one started from a getter read while another's
       // part is prepared goes whole.
       if (paramSets.length > BATCH_FIRST_PART && !this.#sendingBatch) {
-        return this.#write(Kind.Batch, 'object', (id, c) => this.#sendBatchInParts(id, tx, ref, paramSets, c, stop), stop);
+        return this.#write(Kind.Batch, 'object', (id, c) => this.#sendBatchInParts(id, tx, sql, paramSets, c, stop), stop);
       }
       // see docs/experiments/005-batch-params.md
       const p = packParamSets(paramSets);
       if (p === undefined) {
-        return this.#write(Kind.Batch, 'object', (id, c) => this.#native.executeBatch(id, tx, ref, paramSets, c), stop);
+        return this.#write(Kind.Batch, 'object', (id, c) => this.#native.executeBatch(id, tx, this.#sqlRef(sql), paramSets, c), stop);
       }
       return this.#write(
         Kind.Batch,
         'object',
-        (id, c) => this.#native.executeBatchPacked(id, tx, ref, p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs, c),
+        (id, c) =>
+          this.#native.executeBatchPacked(id, tx, this.#sqlRef(sql), p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs, c),
         stop,
       );
     } catch (err) {
@@ -751,7 +760,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
   #sendBatchInParts(
     id: number,
     tx: number,
-    ref: string | number,
+    sql: string,
     paramSets: readonly unknown[],
     cancellable: boolean,
     stop: Stop | undefined,
@@ -780,6 +789,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
     let opened = false;
     try {
       const first = packParamSets(sets, 0, to);
+      const ref = this.#sqlRef(sql);
       if (first === undefined) native.executeBatch(id, tx, ref, sets, cancellable, to);
       else native.executeBatchPacked(id, tx, ref, first.setLens, first.tags, first.nums, first.bigs, first.text, first.blobs, cancellable, true);
       opened = true;
@@ -973,7 +983,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
     checkSql(sql);
     checkParams(params);
     if (this.#closing) throw closedError();
-    return new LiveQuery<T>(this.#liveHost, sql, params, options);
+    // Read now and kept: a live query binds them at every start, the first one later than
+    // this call (changing them afterwards changes nothing, as for every other method).
+    return new LiveQuery<T>(this.#liveHost, sql, paramsAsOfNow(params), options);
   }
 
   // ---- prepared statements ----
@@ -1028,12 +1040,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
     } catch (err) {
       return rejected(err);
     }
-    if (this.#closing) {
-      // A forced close may follow a plain one that waits behind a statement that never ends.
-      if (options?.force === true) void this.#forceClose();
-      return this.#closing;
-    }
     const force = options?.force === true;
+    // Looked at before a close already under way is returned: that close waits for the
+    // running transaction too.
     if (!force && this.#running !== undefined && currentTransaction(this)?.active === true) {
       // close() waits for the running transaction, whose body would be waiting for close():
       // neither could ever end.
@@ -1043,6 +1052,11 @@ export class Database implements Executor, TransactionHost, StatementHost {
             'transaction, or use close({ force: true }) to roll it back',
         ),
       );
+    }
+    if (this.#closing) {
+      // A forced close may follow a plain one that waits behind a statement that never ends.
+      if (force) void this.#forceClose();
+      return this.#closing;
     }
     this.#closing = (async () => {
       this.#requests.endSubscriptions();

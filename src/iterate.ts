@@ -5,7 +5,7 @@
 
 import { closedError, fromNativeThrow } from './errors';
 import { binding, type NativeDatabase } from './native';
-import { checkKeys, checkTimeout, type QueryOptions } from './options';
+import { checkKeys, checkSignal, checkTimeout, type QueryOptions } from './options';
 import type { Requests, Subscriber } from './requests';
 import { decodeRows, type RowMode } from './rows';
 
@@ -49,8 +49,7 @@ export function resolveIterateOptions(options: unknown, defaultTimeoutMs: number
   if (!Number.isInteger(chunkSize) || chunkSize < 1 || chunkSize > MAX_CHUNK_ROWS) {
     throw new RangeError(`chunkSize must be an integer from 1 to ${MAX_CHUNK_ROWS}`);
   }
-  const signal = o.signal;
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+  const signal = checkSignal(o.signal);
   const timeoutMs = o.timeoutMs === undefined ? defaultTimeoutMs : checkTimeout(o.timeoutMs);
   return { rowMode, chunkSize, signal, timeoutMs };
 }
@@ -64,9 +63,16 @@ const NEW = 0;
 const OPEN = 1;
 const FINISHED = 2;
 
+/** How to stop watching an iterator's signal and timeout, while they are watched. */
+interface Watching {
+  unwatch: (() => void) | undefined;
+}
+
 /** An iterator nobody references any more (never finished) releases its reader. */
-const collected = new FinalizationRegistry<{ host: IterateHost; id: number; holds: { n: number } }>(
-  ({ host, id, holds }) => {
+const collected = new FinalizationRegistry<{ host: IterateHost; id: number; holds: { n: number }; watching: Watching }>(
+  ({ host, id, holds, watching }) => {
+    // Its signal's listener and its timer hold no reference to it, but stay until removed.
+    watching.unwatch?.();
     host.requests.subscribers.delete(id);
     try {
       host.native.iterateEnd(id);
@@ -101,7 +107,8 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
   readonly #waiters: Waiter<T>[] = [];
   /** Keep-alives held for pending next() calls (shared with the finalizer). */
   readonly #holds = { n: 0 };
-  #unwatch: (() => void) | undefined;
+  /** Shared with `collected`, which may have to stop the watching itself. */
+  readonly #watching: Watching = { unwatch: undefined };
 
   /** @internal use db.iterate() */
   constructor(host: IterateHost, sql: string, params: unknown, settings: IterateSettings) {
@@ -194,7 +201,7 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
     }
     this.#id = id;
     this.#status = OPEN;
-    collected.register(this, { host, id, holds: this.#holds }, this);
+    collected.register(this, { host, id, holds: this.#holds, watching: this.#watching }, this);
     this.#watch();
   }
 
@@ -214,7 +221,7 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
       // An iterator nobody reads must not keep the process alive; a pending next() does.
       timer.unref();
     }
-    this.#unwatch = () => {
+    this.#watching.unwatch = () => {
       signal?.removeEventListener('abort', onAbort);
       if (timer !== undefined) clearTimeout(timer);
     };
@@ -289,8 +296,8 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
   /** Lets go of everything native: the reader (unless already released), the subscription,
    * the signal, the timer. */
   #release(): void {
-    this.#unwatch?.();
-    this.#unwatch = undefined;
+    this.#watching.unwatch?.();
+    this.#watching.unwatch = undefined;
     if (this.#status !== OPEN) return;
     collected.unregister(this);
     this.#host.requests.subscribers.delete(this.#id);

@@ -16,6 +16,7 @@ export type NativeDatabase = NativeDatabaseClass;
 interface Binding {
   NativeDatabase: typeof NativeDatabaseClass;
   MAX_PARAMETERS: number;
+  MAX_VALUE_BYTES: number;
   DEFAULT_CHUNK_ROWS: number;
   MAX_CHUNK_ROWS: number;
   MAX_INLINE_BUDGET_US: number;

@@ -28,6 +28,8 @@ export interface PackedSets {
 
 /** The most parameters one statement takes (one truth: the native core's constant). */
 export const MAX_PARAMETERS: number = binding.MAX_PARAMETERS;
+/** The longest TEXT or BLOB value, in bytes (SQLite's limit, the core's constant). */
+const MAX_VALUE_BYTES: number = binding.MAX_VALUE_BYTES;
 
 // The engine's own getters, not properties an object may shadow (`{ byteLength: 1e9 }` on a
 // Uint8Array instance): a view binds exactly its own bytes.
@@ -193,8 +195,28 @@ function unpacked(params: unknown[], n: number, j: number, x: unknown, text: str
     }
   }
   values[j] = x;
-  for (let k = j + 1; k < n && !refused(values[k - 1]); k++) values[k] = params[k];
+  for (let k = j + 1; k < n && !refused(values[k - 1]); k++) {
+    // The binding copies a view's bytes when it reads the view. Reading a later element may
+    // run a getter (an accessor, or a hole's prototype), which could change or detach the
+    // bytes of a view read before it: those are copied first, so what binds is what the
+    // view held when it was read, as when the binding reads the array itself.
+    if (!isDataProperty(params, k)) copyViews(values, k);
+    values[k] = params[k];
+  }
   return values;
+}
+
+function isDataProperty(a: unknown[], k: number): boolean {
+  const d = Object.getOwnPropertyDescriptor(a, k);
+  return d !== undefined && 'value' in d;
+}
+
+/** Replaces each view in `values[0..end)` by a copy of its bytes. */
+function copyViews(values: unknown[], end: number): void {
+  for (let k = 0; k < end; k++) {
+    const v = values[k];
+    if (ArrayBuffer.isView(v)) values[k] = Buffer.from(viewBytes(v));
+  }
 }
 
 /** Packs `sets[from..to)` when every one of them is an array; undefined otherwise (named sets
@@ -266,9 +288,14 @@ export function packParamSets(sets: readonly unknown[], from = 0, to = sets.leng
           if (x === null) {
             tags[v] = PACKED_NULL;
           } else if (ArrayBuffer.isView(x)) {
+            const bytes = viewBytes(x);
+            // Refused before anything is copied, as `execute` refuses it.
+            if (bytes.length > MAX_VALUE_BYTES) {
+              throw new RangeError(`paramSets[${i}][${j}] is longer than SQLite's limit of ${MAX_VALUE_BYTES} bytes`);
+            }
             tags[v] = PACKED_BLOB;
             nums[v] = blobs.length;
-            blobs.push(viewBytes(x));
+            blobs.push(bytes);
           } else {
             throw unsupported(`paramSets[${i}][${j}]`, x);
           }

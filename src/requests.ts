@@ -7,6 +7,7 @@ import { availableParallelism } from 'node:os';
 import { setImmediate } from 'node:timers';
 import { closedError, errorFromNative, lostResultError, type NativeErrorDetail } from './errors';
 import { binding, type NativeDatabase } from './native';
+import { signalState } from './options';
 import { convertInteger, decodeRows, decodeRowsIn, type IntMode, type RowMode } from './rows';
 import { outsideTransactions } from './transaction';
 
@@ -168,14 +169,14 @@ function onAbort(signal: AbortSignal, callback: () => void): () => void {
     };
     w = { callbacks, listener };
     signalWatches.set(signal, w);
-    signal.addEventListener('abort', listener, { once: true });
+    signalState.listen(signal, listener);
   }
   const watch = w;
   watch.callbacks.add(callback);
   return () => {
     if (!watch.callbacks.delete(callback) || watch.callbacks.size > 0) return;
     if (signalWatches.get(signal) === watch) signalWatches.delete(signal);
-    signal.removeEventListener('abort', watch.listener);
+    signalState.unlisten(signal, watch.listener);
   };
 }
 
@@ -191,6 +192,9 @@ export interface Subscriber {
   fail(err: Error): void;
   /** The database is closing. */
   end(): void;
+  /** Not ended by close(): its owner removes it once its request settled (a backup's
+   * progress, whose final report comes after a plain close() began). */
+  outlivesClose?: boolean;
 }
 
 /** How long the JS thread polls for the completion of a request it has just sent, once the
@@ -357,8 +361,8 @@ export class Requests {
       if (stop !== undefined) {
         // Aborted before it was sent: it is never sent (as Node's own APIs do).
         for (const s of stop.signals) {
-          if (s.aborted) {
-            reject(s.reason);
+          if (signalState.aborted(s)) {
+            reject(signalState.reason(s));
             return;
           }
         }
@@ -370,8 +374,8 @@ export class Requests {
       } catch (err) {
         // A signal aborted while the request was sent (by a getter of its parameters) wins:
         // a send that stops for it throws, and the call rejects with the signal's reason.
-        const aborted = stop?.signals.find((s) => s.aborted);
-        reject(aborted !== undefined ? aborted.reason : err);
+        const aborted = stop?.signals.find(signalState.aborted);
+        reject(aborted !== undefined ? signalState.reason(aborted) : err);
         return;
       }
       const p: Pending = {
@@ -398,10 +402,10 @@ export class Requests {
     // Kept on the request itself, not in a closure made for it: with such a closure, one
     // per request, finished requests with their promises and rows survived young-generation
     // collections (V8's pretenuring was involved; docs/experiments/067).
-    if (signals.length > 0) p.stopWatching = signals.map((s) => onAbort(s, () => this.abort(id, p, s.reason)));
+    if (signals.length > 0) p.stopWatching = signals.map((s) => onAbort(s, () => this.abort(id, p, signalState.reason(s))));
     if (timeoutMs > 0) p.timer = setTimeout(() => this.abort(id, p, timeoutError()), Math.max(0, timeoutMs - (performance.now() - sentAt)));
-    const aborted = signals.find((s) => s.aborted);
-    if (aborted !== undefined) this.abort(id, p, aborted.reason);
+    const aborted = signals.find(signalState.aborted);
+    if (aborted !== undefined) this.abort(id, p, signalState.reason(aborted));
   }
 
   /**
@@ -427,8 +431,11 @@ export class Requests {
 
   /** Ends every live query (the database is closing). */
   endSubscriptions(): void {
-    for (const s of [...this.subscribers.values()]) s.end();
-    this.subscribers.clear();
+    for (const [id, s] of [...this.subscribers]) {
+      if (s.outlivesClose === true) continue;
+      this.subscribers.delete(id);
+      s.end();
+    }
   }
 
   /** Counts work the addon does without a request (a live query's first run) as in flight. */

@@ -6,7 +6,7 @@
 import type { AsyncResource } from 'node:async_hooks';
 import { closedError, fromNativeThrow } from './errors';
 import type { NativeDatabase } from './native';
-import { checkKeys } from './options';
+import { checkKeys, checkSignal } from './options';
 import { rethrowLater, type Requests, type Subscriber } from './requests';
 import { decodeRows, type Row } from './rows';
 import { callbackScope } from './transaction';
@@ -133,8 +133,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     if (!Number.isInteger(maxDelayMs) || maxDelayMs < 0 || maxDelayMs > 0x7fffffff) {
       throw new RangeError('maxDelayMs must be a non-negative integer');
     }
-    const signal = o.signal;
-    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+    const signal = checkSignal(o.signal);
     this.#host = host;
     this.#sql = sql;
     this.#params = params;

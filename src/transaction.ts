@@ -4,7 +4,7 @@
 
 import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
 import { transactionEndedError } from './errors';
-import { checkKeys } from './options';
+import { checkKeys, checkSignal } from './options';
 import { Statement, statementId, type StatementHost } from './statement';
 import type { ExecuteResult } from './requests';
 import type { Row, SqlValue } from './rows';
@@ -118,8 +118,7 @@ export function transactionOptions(options: unknown): { mode: TransactionMode; s
   if (typeof mode !== 'string' || !MODE_NAMES.includes(mode)) {
     throw new TypeError("mode must be 'immediate', 'deferred' or 'exclusive'");
   }
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
-  return { mode, signal };
+  return { mode, signal: checkSignal(signal) };
 }
 
 /**
@@ -196,6 +195,9 @@ export class Transaction implements Executor {
   #active = true;
   /** Nested bodies started and not yet ended (running or waiting for their turn). */
   #children = 0;
+  /** A nested body was ever started on this handle (then calls look up where they come
+   * from: `#descendantInContext`). */
+  #nestedEver = false;
   /** Settles once every nested body started so far has ended: nested bodies of one
    * transaction run one after another (FIFO), each inside its own savepoint. */
   #lane: Promise<void> = Promise.resolve();
@@ -241,13 +243,13 @@ export class Transaction implements Executor {
     if (!this.active) throw transactionEndedError();
   }
 
-  /** The innermost active transaction nested in this one whose body runs the current code. */
-  #activeDescendantInContext(): Transaction | undefined {
+  /** The innermost transaction nested in this one whose body runs the current code, whether
+   * it is still active or has ended; undefined outside of them. */
+  #descendantInContext(): Transaction | undefined {
+    if (!this.#nestedEver) return undefined;
     for (let t: Transaction | undefined = currentTransaction(this.host); t !== undefined; t = t.parent) {
       if (t === this) return undefined;
-      if (t.active && t.parent !== undefined) {
-        for (let p: Transaction | undefined = t.parent; p !== undefined; p = p.parent) if (p === this) return t;
-      }
+      for (let p: Transaction | undefined = t.parent; p !== undefined; p = p.parent) if (p === this) return t;
     }
     return undefined;
   }
@@ -256,11 +258,16 @@ export class Transaction implements Executor {
    * Sends a request of this level. While a nested body runs, the savepoint it opened is the
    * connection's innermost: a request from this level would land inside it and be undone by
    * its rollback. Such requests wait for the nested bodies to end, unless they come from inside
-   * one of them (then they belong there, as `db.*` calls from that body do).
+   * one of them (then they belong there, as `db.*` calls from that body do). From a nested
+   * body that has ended (a timer it left behind), they reject as that body's own calls do:
+   * sent at this level, they would commit with this transaction although the nested one
+   * rejected.
    */
   #send<T>(sql: string, send: (sql: string) => Promise<T>): Promise<T> {
     if (!this.active) return Promise.reject(transactionEndedError());
-    if (this.#children === 0 || this.#activeDescendantInContext() !== undefined) return send(sql);
+    const inside = this.#descendantInContext();
+    if (inside !== undefined) return inside.active ? send(sql) : Promise.reject(transactionEndedError());
+    if (this.#children === 0) return send(sql);
     // A prepared statement closed while this call waits must not fail it (calls made before
     // close() complete): it is checked now and goes by its text.
     let text = sql;
@@ -317,7 +324,8 @@ export class Transaction implements Executor {
     signal?.throwIfAborted();
     // Called on this handle from inside a nested body: waiting for our nested bodies would
     // wait for the caller itself; it belongs to the innermost body, as `db.transaction` does.
-    const inside = this.#children === 0 ? undefined : this.#activeDescendantInContext();
+    // From an ended nested body, that body's own transaction() rejects.
+    const inside = this.#descendantInContext();
     if (inside !== undefined) return inside.transaction(body, options);
 
     const before = this.#lane;
@@ -325,6 +333,7 @@ export class Transaction implements Executor {
     const mine = new Promise<void>((resolve) => (done = resolve));
     this.#lane = Promise.all([before, mine]).then(() => {});
     this.#children++;
+    this.#nestedEver = true;
     try {
       await raceBody(() => before, signal);
       this.#check();

@@ -261,6 +261,37 @@ test('a closed database leaves nothing of its request bookkeeping pinned', { tim
   assert.equal(r.stdout, '0\n', 'request bookkeeping objects still alive after close');
 });
 
+test('an open the addon refuses at once leaves no completion channel, and nothing it holds, behind', { timeout: 20_000 }, async () => {
+  // The constructor made the threadsafe function that delivers completions, then failed
+  // (an in-memory URI, refused before any thread starts): nothing released it, and its
+  // callback kept each failed open's request bookkeeping alive.
+  const code = `
+    import { createRequire } from 'node:module';
+    import { queryObjects } from 'node:v8';
+    const require = createRequire(${JSON.stringify(ENTRY)});
+    const { Database } = require('./index.js');
+    const { Requests } = require('./requests.js');
+    async function failOpens() {
+      for (let i = 0; i < 20; i++) {
+        await Database.open('file::memory:').then(
+          () => { throw new Error('opened'); },
+          (err) => { if (!(err instanceof TypeError)) throw err; },
+        );
+      }
+    }
+    await failOpens();
+    for (let i = 0; i < 5; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      globalThis.gc();
+    }
+    console.log(queryObjects(Requests, { format: 'count' }));
+  `;
+  const r = await runChild(code, 15_000, ['--expose-gc']);
+  assert.equal(r.timedOut, false, r.stderr);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, '0\n', 'request bookkeeping of failed opens still alive');
+});
+
 test('a failed open pins its native object until it lets go of the event loop, and not longer', { timeout: 20_000 }, async (t) => {
   // A failed open lets go of the event loop on an immediate, by the database's handle. Once
   // open() has rejected, nothing else holds the native object: collected and finalized

@@ -356,6 +356,44 @@ test("a request's parameters bind the same packed or value by value, for every k
   assert.deepEqual(calls, ['dbRead:values', 'dbRead:values', 'dbRead:values']);
 });
 
+test('a BLOB binds the bytes it held when it was read, whatever a later getter does, for any number of values', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE b(x)');
+  for (const count of [2, 5, 33]) {
+    for (const change of ['fill', 'detach']) {
+      const ab = new ArrayBuffer(4);
+      const view = new Uint8Array(ab);
+      view.set([0xde, 0xad, 0xbe, 0xef]);
+      const params = [view, ...Array(count - 1).fill(0)];
+      Object.defineProperty(params, 1, {
+        enumerable: true,
+        get() {
+          if (change === 'fill') view.fill(0);
+          else structuredClone(ab, { transfer: [ab] });
+          return 0;
+        },
+      });
+      const sql = `INSERT INTO b VALUES (?) RETURNING hex(x) AS h, ${Array(count - 1).fill('?').join(' + ')} AS z`;
+      const { rows } = await db.execute(sql, params);
+      assert.equal(rows[0].h, 'DEADBEEF', `${count} values, ${change}`);
+    }
+  }
+});
+
+test('a batch BLOB over SQLite\'s limit is refused before it is copied', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE b(x)');
+  // The length is checked, not the bytes: a view claiming that many bytes costs no memory
+  // here (an unfilled ArrayBuffer is only reserved).
+  const big = new Uint8Array(new ArrayBuffer(1_000_000_001));
+  await rejectsAsync(() => db.executeBatch('INSERT INTO b VALUES (?)', [[big]]), {
+    name: 'RangeError',
+    message: "paramSets[0][0] is longer than SQLite's limit of 1000000000 bytes",
+  });
+  await rejectsAsync(() => db.execute('INSERT INTO b VALUES (?)', [big]), RangeError);
+  assert.equal((await db.selectOne('SELECT count(*) AS n FROM b')).n, 0);
+});
+
 test('a getter of a parameter that sends a request while the parameters are packed: each binds its own', async (t) => {
   const db = await openMemory(t);
   let inner;

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Worker } from 'node:worker_threads';
+import { getEventListeners } from 'node:events';
 import { Database, SqliteError } from '../dist/index.mjs';
 import { exitIfStuck, scratch, sleep, within } from './fixtures/tx-helpers.mjs';
 
@@ -296,6 +297,26 @@ test('an iterator that is never finished and is collected releases its reader', 
   }
   assert.equal(busy, 0, 'the collected iterator let go of its reader');
   assert.equal((await db.iterate('SELECT x FROM t').next()).value.x, 1);
+});
+
+test('a collected iterator takes its listener off its signal', async () => {
+  const db = await withRows(1000, { readers: 6 });
+  const ac = new AbortController();
+  const listeners = () => getEventListeners(ac.signal, 'abort').length;
+  for (let i = 0; i < 5; i++) {
+    await (async () => {
+      const it = db.iterate('SELECT x FROM t', [], { chunkSize: 10, signal: ac.signal });
+      await it.next();
+    })();
+  }
+  assert.equal(listeners(), 5, 'each open iterator watches the signal');
+  for (let i = 0; i < 50 && listeners() !== 0; i++) {
+    gc();
+    await sleep(20);
+  }
+  assert.equal(listeners(), 0, 'collected iterators left no listener behind');
+  assert.equal(await readersBusy(db, 0), 0);
+  ac.abort();
 });
 
 test('terminating a Worker with an open iterator releases the file', { timeout: 30_000 }, async () => {

@@ -463,3 +463,48 @@ test('what a read sends for its SQL: the text twice, then its number; per databa
   assert.deepEqual(await a.selectOne(['SELECT 1', 'AS one'].join(' ')), { one: 1 });
   assert.deepEqual(sent.splice(0), ['number', 'number']);
 });
+
+test('a statement closed by a getter of its own call never runs another statement\'s SQL', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(a, b)');
+  await db.execute('CREATE TABLE victim(a, b)');
+  await db.execute("INSERT INTO victim VALUES ('keep', 'me')");
+  const victim = () => db.select('SELECT a FROM victim ORDER BY rowid');
+  // The freed number goes to the next statement registered: a DELETE, here.
+  const takeOver = (stmt) => {
+    stmt.close();
+    db.prepare('DELETE FROM victim WHERE ? IS NOT NULL AND ? IS NOT NULL');
+  };
+  const outcome = (p) => p.then((v) => ({ v }), (e) => ({ e }));
+
+  // 1. a getter of a parameter (two values: the packed path), 2. of the options, 3. of a
+  // parameter read by the addon itself (one value), 4. a batch's set.
+  const ins = db.prepare('INSERT INTO t VALUES (?, ?)');
+  const params = [1, 0];
+  Object.defineProperty(params, 1, { enumerable: true, get: () => (takeOver(ins), 2) });
+  const r1 = await outcome(ins.execute(params));
+
+  const ins2 = db.prepare('INSERT INTO t VALUES (?, ?)');
+  const r2 = await outcome(ins2.execute([3, 4], { get timeoutMs() { takeOver(ins2); return 0; } }));
+
+  const sel = db.prepare('SELECT count(*) AS n FROM t WHERE a = ?');
+  const one = [];
+  Object.defineProperty(one, 0, { enumerable: true, get: () => (takeOver(sel), 1) });
+  one.length = 1;
+  const r3 = await outcome(sel.selectOne(one));
+
+  const ins4 = db.prepare('INSERT INTO t VALUES (?, ?)');
+  const set = [5, 0];
+  Object.defineProperty(set, 1, { enumerable: true, get: () => (takeOver(ins4), 6) });
+  const r4 = await outcome(ins4.executeBatch([set]));
+
+  assert.deepEqual(await victim(), [{ a: 'keep' }], 'no call ran the DELETE that took its number');
+  for (const r of [r1, r2, r4]) {
+    // Either it ran its own INSERT or it was refused as closed: never anything else.
+    if (r.e !== undefined) assert.equal(r.e.code, ErrorCodes.STATEMENT_CLOSED, r.e.message);
+  }
+  assert.ok(r3.e === undefined ? r3.v.n >= 0 : r3.e.code === ErrorCodes.STATEMENT_CLOSED);
+  const inserted = (await db.select('SELECT a FROM t ORDER BY a')).map((r) => r.a);
+  const expected = [[r1, 1], [r2, 3], [r4, 5]].filter(([r]) => r.e === undefined).map(([, a]) => a);
+  assert.deepEqual(inserted, expected, 'what ran is the statement called');
+});

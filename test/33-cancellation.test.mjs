@@ -608,3 +608,40 @@ test('a point read answers while every reader runs a query that never ends (the 
   }
   await db.close();
 });
+
+test('a signal that is not a real AbortSignal, or whose methods are replaced, is refused before anything runs', async () => {
+  const db = await fresh();
+  const fake = Object.create(AbortSignal.prototype, {
+    aborted: { value: false },
+    addEventListener: { value() { throw new Error('listener refused'); } },
+    removeEventListener: { value() {} },
+  });
+  const real = new AbortController().signal;
+  const shadowed = new AbortController().signal;
+  shadowed.addEventListener = () => { throw new Error('listener refused'); };
+  const lying = new AbortController().signal;
+  Object.defineProperty(lying, 'aborted', { value: true });
+  for (const signal of [fake, shadowed, lying]) {
+    await assert.rejects(db.execute('INSERT INTO t VALUES (1)', [], { signal }), { name: 'TypeError', message: 'signal must be an AbortSignal' });
+    await assert.rejects(db.select('SELECT 1', [], { signal }), TypeError);
+    await assert.rejects(db.transaction(async () => {}, { signal }), TypeError);
+    assert.throws(() => db.iterate('SELECT 1', [], { signal }), TypeError);
+    assert.throws(() => db.stream('SELECT 1', [], { signal }), TypeError);
+  }
+  assert.equal(await count(db), 0, 'nothing was written');
+  // A real signal, whose methods a getter of the call's own parameters replaces while the
+  // request is sent: the call still settles with its statement's outcome.
+  const params = [0, 0];
+  Object.defineProperty(params, 1, {
+    enumerable: true,
+    get() {
+      real.addEventListener = () => { throw new Error('listener refused'); };
+      Object.defineProperty(real, 'aborted', { value: true });
+      return 2;
+    },
+  });
+  const r = await settled(db.execute('INSERT INTO t(v) SELECT ? + ?', params, { signal: real }), 'the call');
+  assert.equal(r.state, 'fulfilled', String(r.reason ?? ''));
+  assert.equal(await count(db), 1);
+  await db.close();
+});

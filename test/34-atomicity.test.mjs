@@ -102,6 +102,44 @@ test('a call left behind by a nested body rejects while its parent still runs', 
   await db.close();
 });
 
+test("a call left behind by a nested body on the parent's handle rejects too: nothing of the nested body commits", { timeout: 5000 }, async () => {
+  const db = await fresh();
+  // The error a call rejected with, or null: caught at once (they reject before they are looked at).
+  const outcome = (p) => p.then(() => null, (err) => err);
+  await db.transaction(async (tx) => {
+    const go = deferred();
+    const late = [];
+    await tx
+      .transaction(async (inner) => {
+        await inner.execute("INSERT INTO t(v) VALUES ('inner')");
+        // The parent's handle, from the nested body's own flow, after that body ended.
+        late.push(outcome(go.promise.then(() => tx.execute("INSERT INTO t(v) VALUES ('inner-late')"))));
+        late.push(outcome(go.promise.then(() => tx.transaction((t2) => t2.execute("INSERT INTO t(v) VALUES ('inner-late-nested')")))));
+        throw new Error('undo inner');
+      })
+      .catch(() => {});
+    // And a nested body ended by its signal while it runs, going on with the parent's handle.
+    const ac = new AbortController();
+    await assert.rejects(
+      tx.transaction(
+        async () => {
+          ac.abort(new Error('stop inner'));
+          await sleep(10);
+          late.push(outcome(tx.execute("INSERT INTO t(v) VALUES ('aborted-inner-late')")));
+        },
+        { signal: ac.signal },
+      ),
+      /stop inner/,
+    );
+    go.resolve();
+    await sleep(20);
+    for (const p of late) assert.equal((await within(p, 'the late call'))?.code, ENDED);
+    await tx.execute("INSERT INTO t(v) VALUES ('outer')");
+  });
+  assert.deepEqual(await values(db), ['outer']);
+  await db.close();
+});
+
 test('a nested body still running when its parent ends cannot write, and its transaction() rejects', { timeout: 5000 }, async () => {
   // Before: the grandchild's handle stayed active after its parent rolled back, so its late
   // write ran straight in the outer transaction and committed, and its body's return sent a

@@ -46,6 +46,26 @@ test('close() inside a transaction body rejects instead of deadlocking; the body
   await within(db.close(), 'close() after the body');
 });
 
+test('close() inside a body, after a close() from outside began, rejects too; both then settle', { timeout: 10_000 }, async () => {
+  const db = await tmp.open();
+  await db.execute('CREATE TABLE t(v)');
+  const started = deferred();
+  const closeCalled = deferred();
+  const txp = db.transaction(async (tx) => {
+    await tx.execute("INSERT INTO t(v) VALUES ('a')");
+    started.resolve();
+    await closeCalled.promise;
+    await assert.rejects(within(db.close(), 'close() inside the body'), { name: 'RangeError', message: /inside a transaction body/ });
+    return 'committed';
+  });
+  await started.promise;
+  const closing = db.close(); // a shutdown handler, from outside the body, while it runs
+  closeCalled.resolve();
+  assert.equal(await within(txp, 'the transaction'), 'committed');
+  await within(closing, 'the close from outside');
+  assert.equal(db.isOpen, false);
+});
+
 test('close({ force: true }) inside a body rolls it back and settles', { timeout: 10_000 }, async () => {
   const path = tmp.file();
   const db = await tmp.open(path);

@@ -132,6 +132,28 @@ test('onProgress is called on the JavaScript thread, throttled, and its exceptio
   );
 });
 
+test('a backup that a plain close() lets finish still makes its last report, remaining 0', async (t) => {
+  const dir = await tempDir(t);
+  const db = await Database.open(join(dir, 'src.db'), { readers: 2 });
+  await fill(db, 20000);
+  const reports = [];
+  let closing;
+  await db.backup(join(dir, 'copy.db'), {
+    pagesPerStep: 1,
+    onProgress: (p) => {
+      reports.push(p);
+      closing ??= db.close();
+    },
+  });
+  await closing;
+  assert.ok(reports.length >= 2, `${reports.length} reports`);
+  assert.equal(reports.at(-1).remaining, 0);
+  const copy = await Database.open(join(dir, 'copy.db'));
+  t.after(() => copy.close());
+  assert.deepEqual(await integrity(copy), OK);
+  assert.equal((await copy.selectOne('SELECT count(*) AS n FROM t')).n, 20000);
+});
+
 test('a signal stops a backup cleanly: nothing at destPath, an existing file untouched', async (t) => {
   const dir = await tempDir(t);
   const db = await Database.open(join(dir, 's.db'), { readers: 1 });

@@ -65,6 +65,31 @@ test('in-memory databases: first emission, then a write emits', async (t) => {
   rec.unsubscribe();
 });
 
+test('a stream binds its parameters as they were when stream() was called, at every start', async (t) => {
+  const db = await fileDb(t, TODOS);
+  const params = [0];
+  const bytes = Buffer.from('a');
+  const named = { done: 0 };
+  const byArray = db.stream('SELECT title FROM todos WHERE done = ? ORDER BY id', params);
+  const byBytes = db.stream('SELECT title FROM todos WHERE title = CAST(? AS TEXT)', [bytes]);
+  const byName = db.stream('SELECT title FROM todos WHERE done = :done ORDER BY id', named);
+  params[0] = 1;
+  bytes[0] = 0x62; // 'b'
+  named.done = 1;
+  const first = async (live) => {
+    const it = live[Symbol.asyncIterator]();
+    const rows = (await nextWithin(it)).value.map((r) => r.title);
+    await it.return();
+    return rows;
+  };
+  assert.deepStrictEqual(await first(byArray), ['a', 'c']);
+  assert.deepStrictEqual(await first(byBytes), ['a']);
+  assert.deepStrictEqual(await first(byName), ['a', 'c']);
+  // Started again after every consumer left: still the values of the call.
+  params[0] = 1;
+  assert.deepStrictEqual(await first(byArray), ['a', 'c']);
+});
+
 test('nothing runs until the stream is read or subscribed', async (t) => {
   const db = await fileDb(t, TODOS);
   const before = liveStats(db);

@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -413,6 +414,34 @@ test('a read-only database sees commits made through another connection', async 
   }
   t.diagnostic(`read-only poll latency (ms): ${latencies.map((x) => x.toFixed(1)).join(', ')}`);
   rec.unsubscribe();
+});
+
+test("close() of a read-only database resolves after its live queries' own connection closed", async (t) => {
+  // The live thread of a read-only database watches the file through a connection of its
+  // own, opened at its first poll; close() did not wait for it. A slow open (SQLCipher's
+  // key derivation) made the window wide enough to see.
+  const dir = await tempDir(t);
+  const file = join(dir, 'ro-close.db');
+  const key = { encryptionKey: 'a passphrase', cipher: 'sqlcipher' };
+  const w = await Database.open(file, key);
+  await w.execute('CREATE TABLE t(x)');
+  await w.close();
+  const openOnFile = () =>
+    readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`).startsWith(file);
+      } catch {
+        return false;
+      }
+    }).length;
+  for (const wait of [45, 55, 65, 80]) {
+    const db = await Database.open(file, { ...key, readonly: true, readers: 1 });
+    const rec = await recordFirst(db.stream('SELECT count(*) AS n FROM t'));
+    await sleep(wait);
+    await db.close();
+    rec.unsubscribe();
+    assert.equal(openOnFile(), 0, `a descriptor of the file is open once close() resolved (${wait} ms)`);
+  }
 });
 
 test('a read-only database follows a view that another connection redefines', async (t) => {

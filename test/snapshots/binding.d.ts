@@ -175,6 +175,12 @@ export declare const MAX_INLINE_BUDGET_US: number
 /** The most parameters one statement takes: the JS layer refuses longer lists with it. */
 export declare const MAX_PARAMETERS: number
 
+/**
+ * The longest TEXT or BLOB value (SQLite's limit): the JS layer refuses a longer BLOB in a
+ * packed batch with it, before anything is copied.
+ */
+export declare const MAX_VALUE_BYTES: number
+
 export interface NativeOpenOptions {
   readers: number
   readonly: boolean

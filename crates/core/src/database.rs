@@ -450,18 +450,18 @@ impl Database {
     /// writer is waited for). `id` completes once every thread has closed its connection.
     pub fn close(&self, id: RequestId) {
         self.closed.store(true, Ordering::Release);
-        self.live.stop();
-        // Readers held by iterators come back to their queue (and take their Stop there).
-        self.iterators.end_all(Error::Closed("the database was closed while this iterator was open".into()));
         let sink = self.sink.clone();
         let location = self.location.clone();
         let key = self.key.clone();
-        let countdown = Countdown::new(1 + self.readers.threads(), move || {
+        let countdown = Countdown::new(1 + self.readers.threads() + crate::live::CLOSE_THREADS, move || {
             // Every thread is done, backups queued before close() included: the key goes.
             *key.lock().unwrap_or_else(|p| p.into_inner()) = None;
             location.remove_temporary();
             sink.complete(Completion { id, result: Ok(Output::Done) });
         });
+        self.live.stop_for_close(countdown.clone());
+        // Readers held by iterators come back to their queue (and take their Stop there).
+        self.iterators.end_all(Error::Closed("the database was closed while this iterator was open".into()));
         if let Err(crossbeam_channel::SendError(WriterMsg::Stop(c))) =
             self.writer.send(WriterMsg::Stop(countdown))
         {

@@ -92,6 +92,10 @@ struct State {
     timers: BinaryHeap<Reverse<(Instant, GroupId)>>,
     next_group: GroupId,
     stopped: bool,
+    /// close() waits for the scheduler to close its poller connection: `done` once it has.
+    closing: Option<Arc<crate::completion::Countdown>>,
+    /// The scheduler thread has returned (or never started).
+    exited: bool,
     /// Re-runs started, for tests and statistics.
     runs: u64,
     /// Re-runs whose rows hashed the same as the last result (nothing new was sent).
@@ -126,6 +130,9 @@ pub struct LiveQueries {
     shared: Arc<Shared>,
 }
 
+/// How many threads `stop_for_close` waits for: the scheduler.
+pub(crate) const CLOSE_THREADS: usize = 1;
+
 impl LiveQueries {
     pub(crate) fn new(
         sink: Arc<dyn CompletionSink>,
@@ -145,9 +152,12 @@ impl LiveQueries {
             completed_writes: std::sync::atomic::AtomicU64::new(0),
         });
         let s = shared.clone();
-        let _ = std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("quietsqlite-live".into())
             .spawn(move || scheduler(s));
+        if spawned.is_err() {
+            shared.lock().exited = true;
+        }
         LiveQueries { shared }
     }
 
@@ -266,7 +276,24 @@ impl LiveQueries {
 
     /// Ends everything (database closing).
     pub fn stop(&self) {
+        self.stop_with(None);
+    }
+
+    /// Ends everything for close(): `countdown` is done once the scheduler thread has closed
+    /// its connection (a read-only database's poller) and returned.
+    pub(crate) fn stop_for_close(&self, countdown: Arc<crate::completion::Countdown>) {
+        self.stop_with(Some(countdown));
+    }
+
+    fn stop_with(&self, countdown: Option<Arc<crate::completion::Countdown>>) {
         let mut st = self.shared.lock();
+        if let Some(c) = countdown {
+            if st.exited {
+                c.done();
+            } else {
+                st.closing = Some(c);
+            }
+        }
         st.stopped = true;
         st.groups.clear();
         st.by_key.clear();
@@ -537,6 +564,14 @@ fn scheduler(shared: Arc<Shared>) {
     let mut st = shared.lock();
     loop {
         if st.stopped {
+            st.exited = true;
+            let closing = st.closing.take();
+            drop(st);
+            // Closed before close() is told: no connection outlives it.
+            drop(poller);
+            if let Some(c) = closing {
+                c.done();
+            }
             return;
         }
         let now = Instant::now();

@@ -123,6 +123,11 @@ const SERIALIZE_PAGES_PER_STEP: u32 = 1024;
 #[napi]
 pub const MAX_PARAMETERS: u32 = quietsqlite_core::MAX_PARAMETERS;
 
+/// The longest TEXT or BLOB value (SQLite's limit): the JS layer refuses a longer BLOB in a
+/// packed batch with it, before anything is copied.
+#[napi]
+pub const MAX_VALUE_BYTES: u32 = quietsqlite_core::MAX_VALUE_BYTES as u32;
+
 /// `iterate()`'s rows per chunk when `chunkSize` is not given.
 #[napi]
 pub const DEFAULT_CHUNK_ROWS: u32 = quietsqlite_core::iterate::DEFAULT_CHUNK_ROWS;
@@ -318,6 +323,8 @@ impl NativeDatabase {
         first_part_end: Option<u32>,
     ) -> Result<()> {
         guard(&env, || {
+            // The SQL first, as `read` takes it.
+            let sql = self.sql_of(&env, sql)?;
             let sets = sets_of(&env, param_sets, 0, first_part_end)?;
             self.send_batch(&env, id, tx, sql, sets, cancellable, first_part_end.is_some())
         })
@@ -343,6 +350,7 @@ impl NativeDatabase {
         in_parts: Option<bool>,
     ) -> Result<()> {
         guard(&env, || {
+            let sql = self.sql_of(&env, sql)?;
             let sets = packed_of(&env, set_lens, tags, nums, bigs, text, blobs)?;
             self.send_batch(&env, id, tx, sql, sets, cancellable, in_parts == Some(true))
         })
@@ -563,9 +571,10 @@ impl NativeDatabase {
     #[napi]
     pub fn subscribe(&self, env: Env, id: u32, sql: Unknown, params: Unknown, max_delay_ms: u32) -> Result<()> {
         guard(&env, || {
+            // The SQL first, as `read` takes it.
+            let sql = self.sql_of(&env, sql)?;
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-            let sql = self.sql_of(&env, sql)?;
             self.db
                 .subscribe(id, sql, params, Duration::from_millis(max_delay_ms as u64))
                 .map_err(|e| core_error(&env, e))
@@ -718,6 +727,39 @@ impl NativeDatabase {
         // SAFETY: the JS thread, this call's env, and a callback value of this call.
         let sink = unsafe { NodeSink::new(env.raw(), on_complete.raw()) }
             .map_err(|s| napi::Error::from_status(Status::from(s)))?;
+        let inline_budget_us = options.inline_budget_us;
+        // A failure from here on returns no object whose drop would release the sink: it is
+        // released here, or its threadsafe function (and the callback it holds) would stay.
+        let db = match Self::open_with(env, path, options, &sink, open) {
+            Ok(db) => db,
+            Err(e) => {
+                sink.release();
+                return Err(e);
+            }
+        };
+        let cleanup = sink::CleanupHook::add(env.raw(), &sink, db.abandoner());
+        let inline = inline_budget_us
+            .filter(|&us| us > 0)
+            .map(|us| db.inline_reader(Duration::from_micros(us.into())));
+        let state = Rc::new(DatabaseState {
+            db,
+            sink,
+            statements: Statements::default(),
+            caller: std::sync::OnceLock::new(),
+            inline: std::cell::RefCell::new(inline),
+        });
+        let handle = handles::add(env.raw(), state.clone());
+        Ok(NativeDatabase { state, handle, cleanup })
+    }
+
+    /// `start`'s part after the completion channel: the options, keys, then `open`.
+    fn open_with(
+        env: &Env,
+        path: String,
+        options: NativeOpenOptions,
+        sink: &Arc<NodeSink>,
+        open: impl FnOnce(OpenOptions, Arc<NodeSink>) -> std::result::Result<Database, CoreError>,
+    ) -> Result<Database> {
         let mut opts = OpenOptions::new(path);
         opts.readers = options.readers as usize;
         opts.readonly = options.readonly;
@@ -739,21 +781,7 @@ impl NativeDatabase {
                 .map_err(|e| core_error(env, e))?;
             opts.encryption = Some(Arc::new(key));
         }
-        let db = open(opts, sink.clone()).map_err(|e| core_error(env, e))?;
-        let cleanup = sink::CleanupHook::add(env.raw(), &sink, db.abandoner());
-        let inline = options
-            .inline_budget_us
-            .filter(|&us| us > 0)
-            .map(|us| db.inline_reader(Duration::from_micros(us.into())));
-        let state = Rc::new(DatabaseState {
-            db,
-            sink,
-            statements: Statements::default(),
-            caller: std::sync::OnceLock::new(),
-            inline: std::cell::RefCell::new(inline),
-        });
-        let handle = handles::add(env.raw(), state.clone());
-        Ok(NativeDatabase { state, handle, cleanup })
+        open(opts, sink.clone()).map_err(|e| core_error(env, e))
     }
 }
 
@@ -763,9 +791,11 @@ impl DatabaseState {
     #[allow(clippy::too_many_arguments)]
     pub fn read(&self, env: Env, id: u32, sql: Unknown, params: Unknown, format: u32, cancellable: Option<bool>, packed_text: Option<sys::napi_value>) -> Result<()> {
         guard(&env, || {
+            // The SQL first: a getter of the parameters may close a statement, whose number
+            // then goes to the next one registered (the text taken here is kept).
+            let sql = self.sql_text_of(&env, sql)?;
             // SAFETY: the JS thread, this call's env, and values of this call.
             let params = unsafe { values::request_params(env.raw(), params.raw(), packed_text) }.map_err(|e| throw(&env, e))?;
-            let sql = self.sql_text_of(&env, sql)?;
             self.db
                 .read(ReadJob { id, sql, params, format: read_format(format), cancellable: cancellable.unwrap_or(false) })
                 .map_err(|e| core_error(&env, e))
@@ -842,9 +872,10 @@ impl DatabaseState {
         packed_text: Option<sys::napi_value>,
     ) -> Result<()> {
         guard(&env, || {
+            // The SQL first, as `read` takes it.
+            let sql = self.sql_text_of(&env, sql)?;
             // SAFETY: the JS thread, this call's env, and values of this call.
             let params = unsafe { values::request_params(env.raw(), params.raw(), packed_text) }.map_err(|e| throw(&env, e))?;
-            let sql = self.sql_text_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Read { sql, params, format: read_format(format) }, cancellable)
         })
     }
@@ -852,9 +883,10 @@ impl DatabaseState {
     #[allow(clippy::too_many_arguments)]
     pub fn execute(&self, env: Env, id: u32, tx: u32, sql: Unknown, params: Unknown, cancellable: Option<bool>, packed_text: Option<sys::napi_value>) -> Result<()> {
         guard(&env, || {
+            // The SQL first, as `read` takes it.
+            let sql = self.sql_text_of(&env, sql)?;
             // SAFETY: the JS thread, this call's env, and values of this call.
             let params = unsafe { values::request_params(env.raw(), params.raw(), packed_text) }.map_err(|e| throw(&env, e))?;
-            let sql = self.sql_text_of(&env, sql)?;
             self.submit(&env, id, tx, WriteKind::Execute { sql, params }, cancellable)
         })
     }
@@ -939,8 +971,7 @@ impl DatabaseState {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn send_batch(&self, env: &Env, id: u32, tx: u32, sql: Unknown, sets: BatchSets, cancellable: Option<bool>, in_parts: bool) -> Result<()> {
-        let sql = self.sql_of(env, sql)?;
+    fn send_batch(&self, env: &Env, id: u32, tx: u32, sql: String, sets: BatchSets, cancellable: Option<bool>, in_parts: bool) -> Result<()> {
         if in_parts {
             return self
                 .db
@@ -980,10 +1011,30 @@ fn packed_of(
         nums: nums.to_vec(),
         bigs: bigs.to_vec(),
         text: text.into_bytes(),
-        blobs: blobs.iter().map(|b| b.to_vec()).collect(),
+        blobs: blobs_of(&blobs).map_err(|e| throw(env, e))?,
     };
     packed.check().map_err(|e| core_error(env, e))?;
     Ok(BatchSets::Packed(packed))
+}
+
+/// Copies of a packed batch's BLOBs, each checked against SQLite's limit before it is copied
+/// (the JS side checks them too, naming the value), and copied without aborting when memory
+/// runs out.
+fn blobs_of(blobs: &[Buffer]) -> std::result::Result<Vec<Vec<u8>>, values::ParamError> {
+    let name = || "a BLOB of paramSets".to_string();
+    let mut out = Vec::new();
+    out.try_reserve_exact(blobs.len()).map_err(|_| values::ParamError::Range("paramSets' BLOBs do not fit in memory".into()))?;
+    for b in blobs {
+        if b.len() > quietsqlite_core::MAX_VALUE_BYTES {
+            return Err(values::ParamError::Range(format!(
+                "{} is longer than SQLite's limit of {} bytes",
+                name(),
+                quietsqlite_core::MAX_VALUE_BYTES
+            )));
+        }
+        out.push(values::copy_bytes(b, &name)?);
+    }
+    Ok(out)
 }
 
 // The calls made for every request go through these functions, by the database's number,

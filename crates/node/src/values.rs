@@ -46,7 +46,10 @@ pub unsafe fn get_string(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn()
     if len > MAX_VALUE_BYTES {
         return Err(ParamError::Range(format!("{} is longer than SQLite's limit of {MAX_VALUE_BYTES} bytes", name())));
     }
-    let mut buf: Vec<u8> = Vec::with_capacity(len + 1);
+    // Fallible: a string within the limit may still not fit in this process's memory (or its
+    // address-space limit), which must be an error, not an abort.
+    let mut buf: Vec<u8> = Vec::new();
+    buf.try_reserve_exact(len + 1).map_err(|_| out_of_memory(&name()))?;
     let mut written = 0usize;
     ok(sys::napi_get_value_string_utf8(env, v, buf.as_mut_ptr() as *mut _, len + 1, &mut written))?;
     // SAFETY: Node wrote `written` bytes (at most `len`, not counting the NUL it adds)
@@ -54,6 +57,20 @@ pub unsafe fn get_string(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn()
     buf.set_len(written.min(len));
     // Validated, not assumed: a checked conversion costs little next to the Node-API call.
     Ok(String::from_utf8(buf).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+}
+
+/// A parameter that is within SQLite's limits but cannot be copied: memory ran out.
+fn out_of_memory(name: &str) -> ParamError {
+    ParamError::Range(format!("{name} does not fit in memory"))
+}
+
+/// A copy of a BLOB parameter's bytes (checked against SQLite's limit by the caller), made
+/// without aborting the process when memory runs out.
+pub(crate) fn copy_bytes(bytes: &[u8], name: &dyn Fn() -> String) -> Result<Vec<u8>, ParamError> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(bytes.len()).map_err(|_| out_of_memory(&name()))?;
+    out.extend_from_slice(bytes);
+    Ok(out)
 }
 
 /// One parameter value. `name` says which parameter, for error messages.
@@ -85,7 +102,7 @@ pub unsafe fn to_value(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn() -
         }
         sys::ValueType::napi_object => {
             if let Some(bytes) = view_bytes(env, v, name)? {
-                return Ok(Value::Blob(bytes.to_vec()));
+                return Ok(Value::Blob(copy_bytes(bytes, name)?));
             }
             Err(ParamError::Type(format!(
                 "{} has an unsupported type (object); use a number, bigint, string, boolean, null, Buffer or typed array",
