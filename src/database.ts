@@ -14,6 +14,7 @@ import {
   checkExtensionPath,
   resolveCallOptions,
   resolveOpenOptions,
+  signalState,
   type CallOptions,
   type ArrayRowMode,
   type CallSettings,
@@ -315,7 +316,10 @@ export class Database implements Executor, TransactionHost, StatementHost {
       const stop = stopOf(o, NO_SIGNALS);
       const inline =
         this.#inline && format !== 3 && this.#inlineHeld === 0 && this.#inlineTurn && this.#requests.idle;
-      if (inline && !stop?.signals.some((s) => s.aborted)) {
+      // The text's reference once taken (a text's number is never given to another while
+      // the database is open): taking it again would count a one-off text as seen twice.
+      let textRef: string | number | undefined;
+      if (inline && !stop?.signals.some(signalState.aborted)) {
         // Bounded inline read (docs/experiments/022-inline-reads.md): null when it was not
         // eligible, went over budget or failed; then a reader runs it as usual. Only the
         // first read of a synchronous run, and only while no request is in flight: reads
@@ -329,7 +333,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
           // The SQL's number is taken after the caller's code (option getters) has run, and
           // the addon looks it up before it reads the parameters, whose getters may close a
           // statement and let its number go to another text.
-          out = binding.dbReadInline(this.#handle, this.#sqlRef(sql), params, format, scratch);
+          const ref = this.#sqlRef(sql);
+          if (typeof sql === 'string') textRef = ref;
+          out = binding.dbReadInline(this.#handle, ref, params, format, scratch);
         } catch (err) {
           throw fromNativeThrow(err);
         }
@@ -348,7 +354,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
         (id, cancellable) => {
           try {
             const packed = packParams(params);
-            const ref = this.#sqlRef(sql);
+            // A statement's number is looked at again: the inline attempt ran getters.
+            const ref = textRef ?? this.#sqlRef(sql);
             if (typeof packed === 'string') binding.dbRead(this.#handle, id, ref, PACKED_LAYOUT, format, cancellable, packed);
             else binding.dbRead(this.#handle, id, ref, packed ?? params, format, cancellable);
           } catch (err) {
@@ -782,7 +789,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
     // A getter may abort a signal while the parts are sent: the sending stops, the batch is
     // abandoned (it never commits), and the request rejects with the signal's reason
     // (Requests.start).
-    const aborted = (): boolean => stop !== undefined && stop.signals.some((s) => s.aborted);
+    const aborted = (): boolean => stop !== undefined && stop.signals.some(signalState.aborted);
     let to = BATCH_FIRST_PART;
     this.#sendingBatch = true;
     let complete = false;
@@ -820,7 +827,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
     if (this.#closing) throw closedError();
     if (typeof body !== 'function') throw new TypeError('transaction() takes an async function');
     const { mode, signal } = transactionOptions(options);
-    signal?.throwIfAborted();
+    signalState.throwIfAborted(signal);
 
     // Alone, and with nothing that could want to stop it while BEGIN waits its turn, the body
     // starts at once: its requests queue behind the BEGIN on the writer, which tells a failed
@@ -850,7 +857,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
       ended ? Promise.resolve() : (settledPromise ??= new Promise<void>((resolve) => (settle = resolve)));
     this.#running = { tx, cancel, settled };
     try {
-      signal?.throwIfAborted();
+      signalState.throwIfAborted(signal);
       // A forced close may have begun while this transaction waited for the writer.
       if (this.#forceClosing) throw closedError('the database was closed with force before this transaction began');
       const result = await raceBody(() => runInContext(this, tx, () => body(tx)), signal, onCancel);
@@ -886,15 +893,15 @@ export class Database implements Executor, TransactionHost, StatementHost {
       throw new RangeError('begin() inside a transaction body would wait for that transaction forever; use tx.transaction() (a savepoint)');
     }
     const { mode, signal } = transactionOptions(options);
-    signal?.throwIfAborted();
+    signalState.throwIfAborted(signal);
     const txId = await this.#beginOnWriter(mode, signal);
     const tx = new Transaction(this, txId, 0, undefined, signal === undefined ? NO_SIGNALS : [signal]);
     let settle!: () => void;
     const settled = new Promise<void>((resolve) => (settle = resolve));
-    const onAbort = (): void => void handle.abandon(signal!.reason);
+    const onAbort = (): void => void handle.abandon(signalState.reason(signal!));
     const handle = new TransactionHandle(tx, {
       finish: (commit) => {
-        signal?.removeEventListener('abort', onAbort);
+        if (signal !== undefined) signalState.unlisten(signal, onAbort);
         const sent = this.#write<void>(Kind.Done, 'object', (id) =>
           commit ? binding.dbCommit(this.#handle, id, txId) : binding.dbRollback(this.#handle, id, txId),
         );
@@ -913,11 +920,12 @@ export class Database implements Executor, TransactionHost, StatementHost {
       throw err;
     }
     if (signal !== undefined) {
-      if (signal.aborted) {
-        await handle.abandon(signal.reason);
-        throw signal.reason;
+      if (signalState.aborted(signal)) {
+        const reason = signalState.reason(signal);
+        await handle.abandon(reason);
+        throw reason;
       }
-      signal.addEventListener('abort', onAbort, { once: true });
+      signalState.listen(signal, onAbort);
     }
     return handle;
   }
@@ -958,7 +966,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
       try {
         await raceBody(() => begun, signal);
       } catch (err) {
-        if (signal.aborted && err === signal.reason) {
+        if (signalState.aborted(signal) && err === signalState.reason(signal)) {
           // Aborted while waiting for the writer: the caller hears now; the BEGIN still
           // runs when its turn comes and is rolled back at once. A failure of either can
           // only mean the connection is gone, which the next request reports.

@@ -5,7 +5,7 @@
 
 import { closedError, fromNativeThrow } from './errors';
 import { binding, type NativeDatabase } from './native';
-import { checkKeys, checkSignal, checkTimeout, type QueryOptions } from './options';
+import { checkKeys, checkSignal, checkTimeout, signalState, type QueryOptions } from './options';
 import type { Requests, Subscriber } from './requests';
 import { decodeRows, type RowMode } from './rows';
 
@@ -190,7 +190,7 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
   #start(): void {
     const host = this.#host;
     if (!host.isOpen()) throw closedError();
-    this.#o.signal?.throwIfAborted();
+    signalState.throwIfAborted(this.#o.signal);
     const id = host.requests.id();
     host.requests.subscribers.set(id, RowIterator.#subscriberFor(new WeakRef(this as RowIterator<unknown>)));
     try {
@@ -210,8 +210,8 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
     const { signal, timeoutMs } = this.#o;
     if (signal === undefined && timeoutMs === 0) return;
     const ref = new WeakRef(this as RowIterator<unknown>);
-    const onAbort = (): void => RowIterator.#failRef(ref, signal!.reason);
-    signal?.addEventListener('abort', onAbort, { once: true });
+    const onAbort = (): void => RowIterator.#failRef(ref, signalState.reason(signal!));
+    if (signal !== undefined) signalState.listen(signal, onAbort);
     let timer: ReturnType<typeof setTimeout> | undefined;
     if (timeoutMs > 0) {
       timer = setTimeout(
@@ -222,7 +222,7 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
       timer.unref();
     }
     this.#watching.unwatch = () => {
-      signal?.removeEventListener('abort', onAbort);
+      if (signal !== undefined) signalState.unlisten(signal, onAbort);
       if (timer !== undefined) clearTimeout(timer);
     };
   }

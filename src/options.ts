@@ -306,45 +306,38 @@ export function resolveCallOptions(options: unknown, withRowMode: boolean, defau
 const ABORTED = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')!.get!;
 const REASON = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'reason')!.get!;
 const { addEventListener: ADD_LISTENER, removeEventListener: REMOVE_LISTENER } = EventTarget.prototype;
+const THROW_IF_ABORTED = AbortSignal.prototype.throwIfAborted;
 
-/** A checked signal's state and listeners, through Node's own functions: a getter of the
- * call's parameters, run while the request is sent, may give the signal own properties
- * that shadow them, and nothing may throw once the request is sent. */
+/** A checked signal's state and listeners, through Node's own functions, never the
+ * signal's properties: any code, a getter of a call's parameters while its request is sent
+ * among it, may give the signal own properties that shadow them, and nothing may throw
+ * once a request is sent (or in a finalizer). */
 export const signalState = {
   aborted: (s: AbortSignal): boolean => ABORTED.call(s) as boolean,
   reason: (s: AbortSignal): unknown => REASON.call(s),
+  throwIfAborted: (s: AbortSignal | undefined): void => {
+    if (s !== undefined) THROW_IF_ABORTED.call(s);
+  },
   listen: (s: AbortSignal, listener: () => void): void => ADD_LISTENER.call(s, 'abort', listener, { once: true }),
   unlisten: (s: AbortSignal, listener: () => void): void => REMOVE_LISTENER.call(s, 'abort', listener),
 };
 
 /**
- * Every `signal` option passes here: undefined, or a real AbortSignal whose `aborted`,
- * `reason` and listener methods are Node's own. A request is sent before its signal is
- * watched, so a signal that lied (an object made from AbortSignal's prototype, a method
- * that throws) would make a call reject after its statement ran. Refused before anything
- * is sent instead.
+ * Every `signal` option passes here: undefined, or a real AbortSignal, one Node made. A
+ * request is sent before its signal is watched, so an object that only looked like one
+ * (made from AbortSignal's prototype, with methods that throw) made a call reject after
+ * its statement ran; it is refused before anything is sent. A real signal's state and
+ * listeners are then used through `signalState` only.
  */
 export function checkSignal(signal: unknown): AbortSignal | undefined {
   if (signal === undefined) return undefined;
-  const refuse = (): TypeError => new TypeError('signal must be an AbortSignal');
-  if (typeof signal !== 'object' || signal === null) throw refuse();
   try {
     // Node's getter checks the receiver's brand: it throws for anything but an AbortSignal.
     ABORTED.call(signal);
   } catch {
-    throw refuse();
+    throw new TypeError('signal must be an AbortSignal');
   }
-  const s = signal as AbortSignal;
-  if (
-    !Object.is(s.addEventListener, ADD_LISTENER) ||
-    !Object.is(s.removeEventListener, REMOVE_LISTENER) ||
-    !Object.is(Object.getOwnPropertyDescriptor(s, 'aborted'), undefined) ||
-    !Object.is(Object.getOwnPropertyDescriptor(s, 'reason'), undefined) ||
-    Object.getPrototypeOf(s) !== AbortSignal.prototype
-  ) {
-    throw refuse();
-  }
-  return s;
+  return signal as AbortSignal;
 }
 
 /** Every method's SQL passes here: SQLite stops reading text at a NUL, so whatever follows

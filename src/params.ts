@@ -195,12 +195,17 @@ function unpacked(params: unknown[], n: number, j: number, x: unknown, text: str
     }
   }
   values[j] = x;
+  // Views before this index are copies already (ours: no getter can reach them).
+  let copied = 0;
   for (let k = j + 1; k < n && !refused(values[k - 1]); k++) {
     // The binding copies a view's bytes when it reads the view. Reading a later element may
     // run a getter (an accessor, or a hole's prototype), which could change or detach the
     // bytes of a view read before it: those are copied first, so what binds is what the
     // view held when it was read, as when the binding reads the array itself.
-    if (!isDataProperty(params, k)) copyViews(values, k);
+    if (!isDataProperty(params, k)) {
+      copyViews(values, copied, k);
+      copied = k;
+    }
     values[k] = params[k];
   }
   return values;
@@ -211,9 +216,9 @@ function isDataProperty(a: unknown[], k: number): boolean {
   return d !== undefined && 'value' in d;
 }
 
-/** Replaces each view in `values[0..end)` by a copy of its bytes. */
-function copyViews(values: unknown[], end: number): void {
-  for (let k = 0; k < end; k++) {
+/** Replaces each view in `values[from..end)` by a copy of its bytes. */
+function copyViews(values: unknown[], from: number, end: number): void {
+  for (let k = from; k < end; k++) {
     const v = values[k];
     if (ArrayBuffer.isView(v)) values[k] = Buffer.from(viewBytes(v));
   }

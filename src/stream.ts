@@ -6,7 +6,7 @@
 import type { AsyncResource } from 'node:async_hooks';
 import { closedError, fromNativeThrow } from './errors';
 import type { NativeDatabase } from './native';
-import { checkKeys, checkSignal } from './options';
+import { checkKeys, checkSignal, signalState } from './options';
 import { rethrowLater, type Requests, type Subscriber } from './requests';
 import { decodeRows, type Row } from './rows';
 import { callbackScope } from './transaction';
@@ -98,7 +98,7 @@ const collected = new FinalizationRegistry<{ host: LiveHost; id: number; holds: 
  * signal) kept every stream made with it, and its last rows, alive until it aborted. A
  * stream collected before then takes its listener off the signal. */
 const abortListeners = new FinalizationRegistry<{ signal: AbortSignal; listener: () => void }>(({ signal, listener }) =>
-  signal.removeEventListener('abort', listener),
+  signalState.unlisten(signal, listener),
 );
 
 /** A live query: `for await (const rows of live)`, or `live.subscribe(onRows, onError)`. */
@@ -139,11 +139,11 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     this.#params = params;
     this.#maxDelayMs = maxDelayMs;
     this.#signal = signal;
-    if (signal?.aborted) this.#ended = true;
+    if (signal !== undefined && signalState.aborted(signal)) this.#ended = true;
     const ref = new WeakRef(this as LiveQuery<unknown>);
     this.#onAbort = () => ref.deref()?.end();
     if (signal !== undefined && !this.#ended) {
-      signal.addEventListener('abort', this.#onAbort, { once: true });
+      signalState.listen(signal, this.#onAbort);
       abortListeners.register(this, { signal, listener: this.#onAbort }, this);
     }
   }
@@ -292,7 +292,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   end(): void {
     if (this.#ended) return;
     this.#ended = true;
-    this.#signal?.removeEventListener('abort', this.#onAbort);
+    if (this.#signal !== undefined) signalState.unlisten(this.#signal, this.#onAbort);
     abortListeners.unregister(this);
     this.#unsubscribe();
     pinned.delete(this as LiveQuery<unknown>);

@@ -4,7 +4,7 @@
 
 import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
 import { transactionEndedError } from './errors';
-import { checkKeys, checkSignal } from './options';
+import { checkKeys, checkSignal, signalState } from './options';
 import { Statement, statementId, type StatementHost } from './statement';
 import type { ExecuteResult } from './requests';
 import type { Row, SqlValue } from './rows';
@@ -150,7 +150,7 @@ export function raceBody<R>(
   let onAbort: (() => void) | undefined;
   let lost = false;
   const stopListening = (): void => {
-    if (onAbort !== undefined) signal!.removeEventListener('abort', onAbort);
+    if (onAbort !== undefined) signalState.unlisten(signal!, onAbort);
     onAbort = undefined;
   };
   const lose = (reason: unknown): void => {
@@ -162,12 +162,12 @@ export function raceBody<R>(
   // signal before its first await must lose, not commit. An abort dispatches synchronously,
   // so it wins over a body whose result has not been taken yet (that takes a microtask).
   if (signal !== undefined) {
-    if (signal.aborted) {
+    if (signalState.aborted(signal)) {
       lost = true;
-      reject(signal.reason);
+      reject(signalState.reason(signal));
     } else {
-      onAbort = () => lose(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
+      onAbort = () => lose(signalState.reason(signal));
+      signalState.listen(signal, onAbort);
     }
   }
   onCancel?.(lose);
@@ -321,7 +321,7 @@ export class Transaction implements Executor {
     if (typeof body !== 'function') throw new TypeError('transaction() takes an async function');
     // `mode` is validated but has no effect on a savepoint: the outer BEGIN chose the locks.
     const { signal } = transactionOptions(options);
-    signal?.throwIfAborted();
+    signalState.throwIfAborted(signal);
     // Called on this handle from inside a nested body: waiting for our nested bodies would
     // wait for the caller itself; it belongs to the innermost body, as `db.transaction` does.
     // From an ended nested body, that body's own transaction() rejects.

@@ -508,3 +508,16 @@ test('a statement closed by a getter of its own call never runs another statemen
   const expected = [[r1, 1], [r2, 3], [r4, 5]].filter(([r]) => r.e === undefined).map(([, a]) => a);
   assert.deepEqual(inserted, expected, 'what ran is the statement called');
 });
+
+test('with inlineReads, a text read once is not registered, however its read ends', async (t) => {
+  const COUNT = Symbol.for('quietsqlite.statementCount');
+  const db = await openMemory(t, { inlineReads: true });
+  // A registered function makes every read ineligible for the inline path: each read is
+  // tried inline, declined, and sent to a reader.
+  db.function('twice', (x) => x * 2);
+  for (let i = 0; i < 20; i++) assert.deepEqual(await db.selectOne(`SELECT ${i} AS i`), { i });
+  for (let i = 0; i < 5; i++) await assert.rejects(db.selectOne(`SELECT nope${i}`));
+  assert.equal(db[COUNT](), 0, 'one-off texts took no numbers');
+  for (let i = 0; i < 3; i++) assert.deepEqual(await db.selectOne('SELECT twice(?) AS v', [i]), { v: 2 * i });
+  assert.equal(db[COUNT](), 1, 'a text given again is registered, once');
+});

@@ -434,7 +434,7 @@ test("close() of a read-only database resolves after its live queries' own conne
         return false;
       }
     }).length;
-  for (const wait of [45, 55, 65, 80]) {
+  for (const wait of [45, 55, 65, 80, 120, 200]) {
     const db = await Database.open(file, { ...key, readonly: true, readers: 1 });
     const rec = await recordFirst(db.stream('SELECT count(*) AS n FROM t'));
     await sleep(wait);

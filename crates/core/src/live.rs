@@ -92,8 +92,9 @@ struct State {
     timers: BinaryHeap<Reverse<(Instant, GroupId)>>,
     next_group: GroupId,
     stopped: bool,
-    /// close() waits for the scheduler to close its poller connection: `done` once it has.
-    closing: Option<Arc<crate::completion::Countdown>>,
+    /// Each close() waits for the scheduler to close its poller connection: `done` once it
+    /// has (a close of the core API may be called more than once).
+    closing: Vec<Arc<crate::completion::Countdown>>,
     /// The scheduler thread has returned (or never started).
     exited: bool,
     /// Re-runs started, for tests and statistics.
@@ -289,9 +290,11 @@ impl LiveQueries {
         let mut st = self.shared.lock();
         if let Some(c) = countdown {
             if st.exited {
+                drop(st);
                 c.done();
+                st = self.shared.lock();
             } else {
-                st.closing = Some(c);
+                st.closing.push(c);
             }
         }
         st.stopped = true;
@@ -558,20 +561,15 @@ impl Shared {
 /// The scheduler thread: starts delayed re-runs when due, and while live queries exist,
 /// polls `PRAGMA data_version` to notice commits by other connections or processes.
 fn scheduler(shared: Arc<Shared>) {
+    // Declared first, so dropped last: after the poller connection, on a return and on a
+    // panic alike, every close() waiting for this thread is told.
+    let _exit = SchedulerExit(shared.clone());
     let mut poller: Option<Connection> = None;
     let mut last_version: Option<i64> = None;
     let mut next_poll = Instant::now() + POLL_INTERVAL;
     let mut st = shared.lock();
     loop {
         if st.stopped {
-            st.exited = true;
-            let closing = st.closing.take();
-            drop(st);
-            // Closed before close() is told: no connection outlives it.
-            drop(poller);
-            if let Some(c) = closing {
-                c.done();
-            }
             return;
         }
         let now = Instant::now();
@@ -619,6 +617,22 @@ fn scheduler(shared: Arc<Shared>) {
             Some(w) => shared.wake.wait_timeout(st, w).unwrap_or_else(|p| p.into_inner()).0,
             None => shared.wake.wait(st).unwrap_or_else(|p| p.into_inner()),
         };
+    }
+}
+
+/// Marks the scheduler gone and completes the closes waiting for it, when dropped.
+struct SchedulerExit(Arc<Shared>);
+
+impl Drop for SchedulerExit {
+    fn drop(&mut self) {
+        let closing = {
+            let mut st = self.0.lock();
+            st.exited = true;
+            std::mem::take(&mut st.closing)
+        };
+        for c in closing {
+            c.done();
+        }
     }
 }
 
