@@ -318,7 +318,15 @@ export const signalState = {
   throwIfAborted: (s: AbortSignal | undefined): void => {
     if (s !== undefined) THROW_IF_ABORTED.call(s);
   },
-  listen: (s: AbortSignal, listener: () => void): void => ADD_LISTENER.call(s, 'abort', listener, { once: true }),
+  listen: (s: AbortSignal, listener: () => void): void => {
+    try {
+      ADD_LISTENER.call(s, 'abort', listener, { once: true });
+    } catch {
+      // Node reads `aborted` through the property when a listener is added to a signal
+      // of AbortSignal.timeout() or .any(): a getter put there that throws ends here. The
+      // signal then cannot cancel; the call goes on and settles as if it had none.
+    }
+  },
   unlisten: (s: AbortSignal, listener: () => void): void => REMOVE_LISTENER.call(s, 'abort', listener),
 };
 

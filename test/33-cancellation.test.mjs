@@ -650,5 +650,25 @@ test('a signal that only looks like an AbortSignal is refused before anything ru
   const r = await settled(db.execute('INSERT INTO t(v) SELECT ? + ?', params, { signal: real }), 'the call');
   assert.equal(r.state, 'fulfilled', String(r.reason ?? ''));
   assert.equal(await count(db), 3);
+  // Node reads `aborted` through the property when a listener goes on a signal of
+  // AbortSignal.timeout() or .any(): a getter that throws there, put on it while the request
+  // is sent, must not make a call that ran reject.
+  for (const signal of [AbortSignal.timeout(60_000), AbortSignal.any([new AbortController().signal])]) {
+    const sabotaged = [0, 0];
+    Object.defineProperty(sabotaged, 1, {
+      enumerable: true,
+      get() {
+        Object.defineProperty(signal, 'aborted', {
+          get() {
+            throw new Error('aborted refused');
+          },
+        });
+        return 1;
+      },
+    });
+    const s2 = await settled(db.execute('INSERT INTO t(v) SELECT ? + ?', sabotaged, { signal }), 'the call');
+    assert.equal(s2.state, 'fulfilled', String(s2.reason ?? ''));
+  }
+  assert.equal(await count(db), 5);
   await db.close();
 });

@@ -92,8 +92,8 @@ struct State {
     timers: BinaryHeap<Reverse<(Instant, GroupId)>>,
     next_group: GroupId,
     stopped: bool,
-    /// Each close() waits for the scheduler to close its poller connection: `done` once it
-    /// has (a close of the core API may be called more than once).
+    /// The closes waiting for the scheduler to close its poller connection: each is `done`
+    /// once it has.
     closing: Vec<Arc<crate::completion::Countdown>>,
     /// The scheduler thread has returned (or never started).
     exited: bool,
