@@ -1,6 +1,7 @@
 // Options of backup(): validated here; the copy itself runs natively (crates/core/src/backup.rs).
 
-import { checkKeys, checkSignal } from './options';
+import { checkKeys } from './options';
+import { checkSignal } from './signals';
 
 /** How far a backup is: pages left to copy and pages in all. */
 export interface BackupProgress {

@@ -14,7 +14,6 @@ import {
   checkExtensionPath,
   resolveCallOptions,
   resolveOpenOptions,
-  signalState,
   type CallOptions,
   type ArrayRowMode,
   type CallSettings,
@@ -25,6 +24,7 @@ import {
   type QueryOptions,
 } from './options';
 import { PACKED_LAYOUT, packParamSets, packParams, paramsAsOfNow } from './params';
+import { signalState } from './signals';
 import { Kind, nextMicrotask, Requests, rowsAs, type Description, type ExecuteResult, type Stop } from './requests';
 import { decodeRowsIn, type IntMode, type Row, type SqlValue } from './rows';
 import { resolveIterateOptions, RowIterator, type IterateHost, type IterateOptions } from './iterate';

@@ -5,7 +5,8 @@
 
 import { closedError, fromNativeThrow } from './errors';
 import { binding, type NativeDatabase } from './native';
-import { checkKeys, checkSignal, checkTimeout, signalState, type QueryOptions } from './options';
+import { checkKeys, checkTimeout, type QueryOptions } from './options';
+import { checkSignal, signalState } from './signals';
 import type { Requests, Subscriber } from './requests';
 import { decodeRows, type RowMode } from './rows';
 

@@ -7,7 +7,7 @@ import { availableParallelism } from 'node:os';
 import { setImmediate } from 'node:timers';
 import { closedError, errorFromNative, lostResultError, type NativeErrorDetail } from './errors';
 import { binding, type NativeDatabase } from './native';
-import { signalState } from './options';
+import { signalState } from './signals';
 import { convertInteger, decodeRows, decodeRowsIn, type IntMode, type RowMode } from './rows';
 import { outsideTransactions } from './transaction';
 

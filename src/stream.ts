@@ -6,7 +6,8 @@
 import type { AsyncResource } from 'node:async_hooks';
 import { closedError, fromNativeThrow } from './errors';
 import type { NativeDatabase } from './native';
-import { checkKeys, checkSignal, signalState } from './options';
+import { checkKeys } from './options';
+import { checkSignal, signalState } from './signals';
 import { rethrowLater, type Requests, type Subscriber } from './requests';
 import { decodeRows, type Row } from './rows';
 import { callbackScope } from './transaction';

@@ -4,7 +4,8 @@
 
 import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
 import { transactionEndedError } from './errors';
-import { checkKeys, checkSignal, signalState } from './options';
+import { checkKeys } from './options';
+import { checkSignal, signalState } from './signals';
 import { Statement, statementId, type StatementHost } from './statement';
 import type { ExecuteResult } from './requests';
 import type { Row, SqlValue } from './rows';
@@ -247,10 +248,10 @@ export class Transaction implements Executor {
    * it is still active or has ended; undefined outside of them. */
   #descendantInContext(): Transaction | undefined {
     if (!this.#nestedEver) return undefined;
-    for (let t: Transaction | undefined = currentTransaction(this.host); t !== undefined; t = t.parent) {
-      if (t === this) return undefined;
-      for (let p: Transaction | undefined = t.parent; p !== undefined; p = p.parent) if (p === this) return t;
-    }
+    const current = currentTransaction(this.host);
+    if (current === this) return undefined;
+    // The current body is nested in this one when this one is among its ancestors.
+    for (let p = current?.parent; p !== undefined; p = p.parent) if (p === this) return current;
     return undefined;
   }
 

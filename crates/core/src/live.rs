@@ -288,15 +288,15 @@ impl LiveQueries {
 
     fn stop_with(&self, countdown: Option<Arc<crate::completion::Countdown>>) {
         let mut st = self.shared.lock();
-        if let Some(c) = countdown {
-            if st.exited {
-                drop(st);
-                c.done();
-                st = self.shared.lock();
-            } else {
+        // With the scheduler gone, nothing is left to wait for: done once the lock is let go.
+        let done_now = match countdown {
+            Some(c) if st.exited => Some(c),
+            Some(c) => {
                 st.closing.push(c);
+                None
             }
-        }
+            None => None,
+        };
         st.stopped = true;
         st.groups.clear();
         st.by_key.clear();
@@ -306,6 +306,9 @@ impl LiveQueries {
         self.shared.tracking.store(false, Ordering::Relaxed);
         drop(st);
         self.shared.wake.notify_all();
+        if let Some(c) = done_now {
+            c.done();
+        }
     }
 
     /// `(groups, subscribers, re-runs started, re-runs skipped by hash)` (diagnostics).

@@ -1026,11 +1026,7 @@ fn blobs_of(blobs: &[Buffer]) -> std::result::Result<Vec<Vec<u8>>, values::Param
     out.try_reserve_exact(blobs.len()).map_err(|_| values::ParamError::Range("paramSets' BLOBs do not fit in memory".into()))?;
     for b in blobs {
         if b.len() > quietsqlite_core::MAX_VALUE_BYTES {
-            return Err(values::ParamError::Range(format!(
-                "{} is longer than SQLite's limit of {} bytes",
-                name(),
-                quietsqlite_core::MAX_VALUE_BYTES
-            )));
+            return Err(values::too_long(&name));
         }
         out.push(values::copy_bytes(b, &name)?);
     }

@@ -44,7 +44,7 @@ pub unsafe fn get_string(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn()
     ok(sys::napi_get_value_string_utf8(env, v, ptr::null_mut(), 0, &mut len))?;
     // Checked before allocating: `len + 1` cannot overflow below this limit.
     if len > MAX_VALUE_BYTES {
-        return Err(ParamError::Range(format!("{} is longer than SQLite's limit of {MAX_VALUE_BYTES} bytes", name())));
+        return Err(too_long(name));
     }
     // Fallible: a string within the limit may still not fit in this process's memory (or its
     // address-space limit), which must be an error, not an abort.
@@ -190,7 +190,7 @@ unsafe fn view_bytes<'a>(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn()
     Ok(Some(std::slice::from_raw_parts(data as *const u8, length)))
 }
 
-fn too_long(name: &dyn Fn() -> String) -> ParamError {
+pub(crate) fn too_long(name: &dyn Fn() -> String) -> ParamError {
     ParamError::Range(format!("{} is longer than SQLite's limit of {MAX_VALUE_BYTES} bytes", name()))
 }
 
