@@ -17,7 +17,7 @@ use crossbeam_channel::{unbounded, Receiver, Sender};
 use rusqlite::Connection;
 use crate::iterate::{IterateJob, Iterators};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub struct Database {
     readers: ReaderQueues,
@@ -25,6 +25,8 @@ pub struct Database {
     writer: Sender<WriterMsg>,
     readonly: bool,
     closed: AtomicBool,
+    /// The close requests made: every one completes, the ones after the first with it.
+    closes: Arc<Mutex<Closes>>,
     sink: Arc<dyn CompletionSink>,
     live: LiveQueries,
     location: Location,
@@ -203,6 +205,7 @@ impl Database {
             writer: writer_tx,
             readonly,
             closed: AtomicBool::new(false),
+            closes: Arc::default(),
             sink,
             live,
             location,
@@ -450,14 +453,37 @@ impl Database {
     /// writer is waited for). `id` completes once every thread has closed its connection.
     pub fn close(&self, id: RequestId) {
         self.closed.store(true, Ordering::Release);
+        {
+            let mut closes = self.closes.lock().unwrap_or_else(|p| p.into_inner());
+            match &mut *closes {
+                Closes::None => *closes = Closes::UnderWay(vec![id]),
+                // Its threads were told to stop once; a second `Stop` would be dropped
+                // unread with the writer's queue, and this close would never complete.
+                Closes::UnderWay(waiting) => {
+                    waiting.push(id);
+                    return;
+                }
+                Closes::Done => {
+                    drop(closes);
+                    self.sink.complete(Completion { id, result: Ok(Output::Done) });
+                    return;
+                }
+            }
+        }
         let sink = self.sink.clone();
         let location = self.location.clone();
         let key = self.key.clone();
+        let closes = self.closes.clone();
         let countdown = Countdown::new(1 + self.readers.threads() + crate::live::CLOSE_THREADS, move || {
             // Every thread is done, backups queued before close() included: the key goes.
             *key.lock().unwrap_or_else(|p| p.into_inner()) = None;
             location.remove_temporary();
-            sink.complete(Completion { id, result: Ok(Output::Done) });
+            let waiting = std::mem::replace(&mut *closes.lock().unwrap_or_else(|p| p.into_inner()), Closes::Done);
+            if let Closes::UnderWay(ids) = waiting {
+                for id in ids {
+                    sink.complete(Completion { id, result: Ok(Output::Done) });
+                }
+            }
         });
         self.live.stop_for_close(countdown.clone());
         // Readers held by iterators come back to their queue (and take their Stop there).
@@ -469,6 +495,16 @@ impl Database {
             c.finish_now();
         }
     }
+}
+
+/// Where a database's close requests stand.
+#[derive(Default)]
+enum Closes {
+    #[default]
+    None,
+    /// The first has stopped the threads; these complete when they have ended.
+    UnderWay(Vec<RequestId>),
+    Done,
 }
 
 impl Database {

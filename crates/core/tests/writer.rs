@@ -280,3 +280,19 @@ fn a_silent_begin_completes_with_nothing_and_a_failed_one_fails_its_transaction(
     h.exec("INSERT INTO t VALUES (5)");
     h.close();
 }
+
+#[test]
+fn every_close_completes_also_a_second_one() {
+    // Two in a row: the second arrives while the first is under way.
+    let h = open(2);
+    h.exec("CREATE TABLE t(x)");
+    let (first, second) = (h.id(), h.id());
+    h.db().close(first);
+    h.db().close(second);
+    assert!(matches!(h.wait(first), Ok(Output::Done)));
+    assert!(matches!(h.wait(second), Ok(Output::Done)));
+    // And one after the database has closed.
+    let third = h.id();
+    h.db().close(third);
+    assert!(matches!(h.wait(third), Ok(Output::Done)));
+}
