@@ -23,7 +23,7 @@ import {
   type OpenOptions,
   type QueryOptions,
 } from './options';
-import { PACKED_LAYOUT, packParamSets, packParams, paramsAsOfNow } from './params';
+import { PACKED_LAYOUT, bindable, packParamSets, packParams, paramsAsOfNow } from './params';
 import { signalState } from './signals';
 import { Kind, nextMicrotask, Requests, rowsAs, type Description, type ExecuteResult, type Stop } from './requests';
 import { decodeRowsIn, type IntMode, type Row, type SqlValue } from './rows';
@@ -312,6 +312,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
     try {
       if (this.#closing) throw closedError();
       checkParams(params);
+      params = bindable(params);
       const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
       const stop = stopOf(o, NO_SIGNALS);
       const inline =
@@ -682,6 +683,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
   ): Promise<unknown> {
     try {
       checkParams(params);
+      params = bindable(params);
       const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
       return this.#write(
         FORMATS[format],
@@ -703,6 +705,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
   writerExecute(tx: number, sql: string, params: unknown, options: unknown, txSignals: readonly AbortSignal[]): Promise<ExecuteResult> {
     try {
       checkParams(params);
+      params = bindable(params);
       const o = resolveCallOptions(options, true, this.#timeoutMs);
       return this.#write(
         Kind.Execute,

@@ -110,12 +110,11 @@ let packing = false;
  * - an array of the values, from the value that cannot be packed (a BLOB, a BigInt, a value
  *   of a refused type, which the binding then names, or text past the bound): each element
  *   is read once, and none after a refused one, as the binding alone would read them.
- * A Proxy goes as it is (the binding reads a Proxy of an array as an object).
  */
 export function packParams(params: unknown): string | unknown[] | undefined {
-  // A Proxy passes Array.isArray but not the binding's array test: it goes as it is, to be
-  // read (its traps called) as the binding reads it. Tested first: even `length` is a trap.
-  if (packing || isProxy(params) || !Array.isArray(params)) return undefined;
+  // A Proxy of an array was made a plain array by `bindable`; one of an object fails
+  // Array.isArray without calling a trap.
+  if (packing || !Array.isArray(params)) return undefined;
   const n = params.length;
   if (n < 2 || n > PACK_MAX_VALUES) return undefined;
   packing = true;
@@ -311,6 +310,16 @@ export function packParamSets(sets: readonly unknown[], from = 0, to = sets.leng
     }
   }
   return { setLens, tags, nums, bigs: BigInt64Array.from(bigs), text: texts.join(''), blobs };
+}
+
+/**
+ * What the binding is given for a request's `params`: a Proxy of an array as a plain copy of
+ * its values as they are now (`paramsAsOfNow`), anything else as it is. Array.isArray says
+ * such a Proxy is an array, but the binding's own test does not, and it bound one by name
+ * ('0', '1', ...) where `iterate()` and `executeBatch` bound it by position.
+ */
+export function bindable(params: unknown): unknown {
+  return isProxy(params) && Array.isArray(params) ? paramsAsOfNow(params) : params;
 }
 
 /**
