@@ -69,7 +69,11 @@ interface Watching {
   unwatch: (() => void) | undefined;
 }
 
-/** An iterator nobody references any more (never finished) releases its reader. */
+/** Iterators with a next() waiting for rows: kept from collection until it settles. */
+const waiting = new Set<RowIterator<unknown>>();
+
+/** An iterator nobody references any more (never finished, no next() waiting) releases its
+ * reader. */
 const collected = new FinalizationRegistry<{ host: IterateHost; id: number; holds: { n: number }; watching: Watching }>(
   ({ host, id, holds, watching }) => {
     // Its signal's listener and its timer hold no reference to it, but stay until removed.
@@ -148,12 +152,16 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
         return Promise.reject(err);
       }
     }
-    // Someone awaits rows: that keeps the process alive, as a read would.
+    // Someone awaits rows: that keeps the process alive, as a read would, and this iterator
+    // reachable. A suspended for-await loop is reachable only through the resolver kept
+    // here: collected, the loop never resumed, and a top-level await of it ended the
+    // process with the rows still coming.
     this.#host.requests.hold();
     this.#holds.n++;
+    waiting.add(this as RowIterator<unknown>);
     return new Promise<IteratorResult<T>>((resolve, reject) => {
       const settle = (): void => {
-        this.#holds.n--;
+        if (--this.#holds.n === 0) waiting.delete(this as RowIterator<unknown>);
         this.#host.requests.release();
       };
       this.#waiters.push({

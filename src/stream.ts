@@ -237,14 +237,15 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
           if (this.#ended) return Promise.resolve({ done: true, value: undefined });
           if (joining) return Promise.resolve({ done: false, value: this.#current! });
         }
-        // Someone awaits the next rows: that keeps the process alive, as a read would. With a
-        // signal it also keeps this stream reachable: a suspended for-await loop is reachable
-        // only through the resolver kept here, and an abort must still end it. (Without one,
-        // a loop nobody references can never be ended by anyone, and is let go: test/42.)
+        // Someone awaits the next rows: that keeps the process alive, as a read would, and
+        // this stream reachable. A suspended for-await loop is reachable only through the
+        // resolver kept here (`(async () => { for await (...) render(rows) })()` is the
+        // usual way to follow a query): collected, the loop stopped for good, although the
+        // next write, or an abort, or close(), would have resumed it.
         this.#host.requests.hold();
         this.#holds.n++;
         this.#waiting++;
-        if (this.#signal !== undefined) pinned.add(this as LiveQuery<unknown>);
+        pinned.add(this as LiveQuery<unknown>);
         const promise = new Promise<IteratorResult<T[]>>((resolve, reject) => {
           const settle = (): void => {
             this.#holds.n--;
@@ -275,9 +276,9 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     };
   }
 
-  /** Pinned while a callback is subscribed, or a next() waits on a stream with a signal. */
+  /** Pinned while a callback is subscribed, or a next() waits. */
   #unpinIfIdle(): void {
-    if (this.#listeners.size === 0 && (this.#waiting === 0 || this.#signal === undefined)) {
+    if (this.#listeners.size === 0 && this.#waiting === 0) {
       pinned.delete(this as LiveQuery<unknown>);
     }
   }
