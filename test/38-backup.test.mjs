@@ -454,3 +454,28 @@ test('a backup that fails to take the destination\'s place leaves the destinatio
   await rejectsAsync(() => src.backup(sub), SqliteError, /directory/);
   assert.equal(readFileSync(`${sub}-wal`, 'utf8'), 'unrelated');
 });
+
+test('a deserialized schema whose column name is not UTF-8: every path reads it as U+FFFD, and the writer stays usable', async (t) => {
+  const src = await Database.open(':memory:');
+  await src.execute('CREATE TABLE t(abc, d)');
+  await src.execute('INSERT INTO t VALUES (1, 2)');
+  const bytes = await src.serialize();
+  await src.close();
+  // The schema's text, patched in place: the column is named "a\xffc" (same length).
+  const at = bytes.indexOf(Buffer.from('t(abc, d)'));
+  assert.ok(at > 0);
+  bytes[at + 3] = 0xff;
+  const db = await Database.deserialize(bytes);
+  t.after(() => db.close());
+  const name = 'a\uFFFDc';
+  assert.deepEqual(await db.select('SELECT * FROM t'), [{ [name]: 1, d: 2 }]);
+  // execute() with rows, and iterate(), read the names through rusqlite (it panicked).
+  assert.deepEqual((await db.execute('UPDATE t SET d = 99 WHERE d = 2 RETURNING *')).rows, [{ [name]: 1, d: 99 }]);
+  assert.deepEqual((await db.execute('SELECT * FROM t WHERE d = 0')).rows, []);
+  const iterated = [];
+  for await (const row of db.iterate('SELECT * FROM t')) iterated.push(row);
+  assert.deepEqual(iterated, [{ [name]: 1, d: 99 }]);
+  // The writer still begins transactions (a panic left it under the rule for user SQL).
+  await db.executeBatch('INSERT INTO t(d) VALUES (?)', [[10]]);
+  assert.equal(await db.transaction((tx) => tx.selectOne('SELECT count(*) AS n FROM t')).then((r) => r.n), 2);
+});

@@ -12,6 +12,7 @@
 use crate::cancel::{Cancellation, Ticket};
 use crate::completion::{Completion, CompletionSink, Output, RequestId};
 use crate::encode::RowEncoder;
+use crate::raw_statement::column_names_of;
 use crate::error::{Error, Result};
 use crate::statement_rules::{under, Rule};
 use crate::value::Params;
@@ -238,7 +239,10 @@ fn run(conn: &Connection, q: &Queued, sink: &Arc<dyn CompletionSink>) -> Result<
                     return Ok(());
                 };
                 // Column names are read after the first step (a re-prepare may change them).
-                let names = names.get_or_insert_with(|| column_names(row.as_ref()));
+                let names = match &mut names {
+                    Some(n) => n,
+                    None => names.insert(column_names_of(conn, sql, row.as_ref())?),
+                };
                 let e = enc.get_or_insert_with(|| RowEncoder::new(names.iter().map(String::as_str)));
                 e.push_row(row)?;
                 q.stepped.fetch_add(1, Ordering::AcqRel);
@@ -253,7 +257,10 @@ fn run(conn: &Connection, q: &Queued, sink: &Arc<dyn CompletionSink>) -> Result<
             None => {
                 let names = match &names {
                     Some(n) => n.clone(),
-                    None => rows.as_ref().map(column_names).unwrap_or_default(),
+                    None => match rows.as_ref() {
+                        Some(stmt) => column_names_of(conn, sql, stmt)?,
+                        None => Vec::new(),
+                    },
                 };
                 RowEncoder::new(names.iter().map(String::as_str))
             }
@@ -268,10 +275,6 @@ fn run(conn: &Connection, q: &Queued, sink: &Arc<dyn CompletionSink>) -> Result<
             return Ok(());
         }
     }
-}
-
-fn column_names(stmt: &rusqlite::Statement<'_>) -> Vec<String> {
-    stmt.column_names().into_iter().map(str::to_owned).collect()
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ pub mod iterate;
 pub mod json;
 pub mod live;
 pub mod query;
+mod quiet_panic;
 mod raw_statement;
 pub mod read_connection;
 pub mod reader;

@@ -6,7 +6,7 @@ use crate::encode::{ColumnNames, EncodedRows, RowEncoder};
 use crate::batch_parts::LaterParts;
 use crate::error::{Error, Result};
 use crate::json::JsonWriter;
-use crate::raw_statement::{ColumnValues, RawStatement};
+use crate::raw_statement::{column_names_of, ColumnValues, RawStatement};
 use crate::read_connection::ReadConnection;
 use crate::statement_rules::{under, Rule};
 use crate::value::Params;
@@ -219,13 +219,13 @@ fn step_read(stmt: &mut RawStatement, format: ReadFormat) -> Result<ReadOutput> 
 
 /// The rows an `execute` statement returns (RETURNING), stepped to the end; column names
 /// are read after the first step, as in `collect`.
-fn returned_rows(stmt: &mut rusqlite::Statement<'_>) -> Result<RowEncoder> {
+fn returned_rows(conn: &Connection, sql: &str, stmt: &mut rusqlite::Statement<'_>) -> Result<RowEncoder> {
     let mut rows = stmt.raw_query();
     let Some(first) = rows.next()? else {
         drop(rows);
-        return Ok(RowEncoder::new(stmt.column_names()));
+        return Ok(RowEncoder::new(column_names_of(conn, sql, stmt)?));
     };
-    let mut enc = RowEncoder::new(first.as_ref().column_names());
+    let mut enc = RowEncoder::new(column_names_of(conn, sql, first.as_ref())?);
     enc.push_row(first)?;
     while let Some(row) = rows.next()? {
         enc.push_row(row)?;
@@ -274,11 +274,11 @@ fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<Ex
     let mut stmt = conn.prepare_cached(sql).map_err(|e| Error::from(e).with_sql(sql))?;
     bind(&mut *stmt, params).map_err(|e| e.with_sql(sql))?;
     if crate::statement_rules::is_vacuum(sql) {
-        vacuum(conn, || returned_rows(&mut stmt)).map_err(|e| e.with_sql(sql))?;
+        vacuum(conn, || returned_rows(conn, sql, &mut stmt)).map_err(|e| e.with_sql(sql))?;
         return Ok(ExecOutcome { changes: 0, last_insert_rowid: 0, rows: None });
     }
     let before = conn.total_changes();
-    let enc = returned_rows(&mut stmt).map_err(|e| e.with_sql(sql))?;
+    let enc = returned_rows(conn, sql, &mut stmt).map_err(|e| e.with_sql(sql))?;
     let changed = conn.total_changes() != before;
     Ok(ExecOutcome {
         changes: if changed { conn.changes() } else { 0 },

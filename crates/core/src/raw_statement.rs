@@ -384,3 +384,19 @@ mod tests {
         assert_eq!(s.value(0).unwrap(), ValueRef::Null, "reset unbinds");
     }
 }
+
+/// The column names of a rusqlite statement (after its first step, as for `names`).
+/// rusqlite panics on a name that is not UTF-8, and a crafted schema can hold one (a file
+/// from `deserialize`): such names are read from the same SQL prepared again on `conn`, made
+/// valid (U+FFFD) as every other path makes them.
+pub(crate) fn column_names_of(conn: &Connection, sql: &str, stmt: &rusqlite::Statement<'_>) -> Result<Vec<String>> {
+    let read = crate::quiet_panic::catch_quietly(|| stmt.column_names().into_iter().map(str::to_owned).collect());
+    match read {
+        Ok(names) => Ok(names),
+        Err(_) => {
+            let again = RawStatement::prepare(conn, sql)?;
+            let names = again.column_names()?.map(std::borrow::Cow::into_owned).collect();
+            Ok(names)
+        }
+    }
+}

@@ -182,10 +182,19 @@ pub fn install(conn: &Connection) {
 /// Runs `f` (which prepares and runs user SQL) under `rule`. A statement the rule refuses
 /// fails to prepare; its error becomes a RangeError that says why.
 pub fn under<T>(rule: Rule, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    /// Puts the rule back also when `f` panics: a panic caught further up (a request's
+    /// `catch_unwind`) left the writer's thread under `Rule::Write`, which then refused its
+    /// own BEGIN for the rest of the database's life.
+    struct Restore(Rule);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = RULE.try_with(|r| r.set(self.0));
+        }
+    }
     let _ = DENIED.try_with(|d| d.borrow_mut().take());
-    let before = RULE.with(|r| r.replace(rule));
+    let restore = Restore(RULE.with(|r| r.replace(rule)));
     let out = f();
-    RULE.with(|r| r.set(before));
+    drop(restore);
     let denied = DENIED.try_with(|d| d.borrow_mut().take()).ok().flatten();
     match (out, denied) {
         (Err(_), Some(why)) => Err(Error::Range(why)),
@@ -292,6 +301,16 @@ mod tests {
 
     fn prepare(c: &Connection, rule: Rule, sql: &str) -> Result<()> {
         under(rule, || c.prepare(sql).map(drop).map_err(Error::from))
+    }
+
+    #[test]
+    fn a_panic_under_a_rule_puts_the_rule_back() {
+        let c = conn();
+        let caught = std::panic::catch_unwind(|| under(Rule::Write, || -> Result<()> { panic!("in a request") }));
+        assert!(caught.is_err());
+        assert_eq!(RULE.with(Cell::get), Rule::Internal);
+        // The connection's own transaction control passes again.
+        c.execute_batch("BEGIN; COMMIT").unwrap();
     }
 
     #[test]
