@@ -299,7 +299,9 @@ export function packParamSets(sets: readonly unknown[], from = 0, to = sets.leng
             }
             tags[v] = PACKED_BLOB;
             nums[v] = blobs.length;
-            blobs.push(bytes);
+            // Copied now: a getter of a later value may change, detach or shrink these bytes
+            // before the addon copies them (as `execute` binds what a view held when read).
+            blobs.push(Buffer.from(bytes));
           } else {
             throw unsupported(`paramSets[${i}][${j}]`, x);
           }
@@ -345,7 +347,9 @@ export function paramsAsOfNow(params: unknown): unknown {
   }
   // Any other object is read now, its own enumerable keys as the conversion reads them (a
   // class instance left as it was bound the values it had at the first next()).
-  const out: Record<string, unknown> = {};
+  // Without a prototype: an own `__proto__` key (JSON.parse makes one) is a key like any other
+  // here, as the binding reads it, not a change of the copy's prototype.
+  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   for (const key of Object.keys(params)) out[key] = copy((params as Record<string, unknown>)[key]);
   return out;
 }

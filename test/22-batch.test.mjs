@@ -263,3 +263,26 @@ test('a review: paramSets claiming a length no array has is refused before a set
   await rejectsAsync(() => db.executeBatch('INSERT INTO t VALUES (?)', sparse), TypeError, /paramSets\[2\] must be an array or an object/);
   assert.deepStrictEqual(await db.select('SELECT count(*) AS n FROM t'), [{ n: 0 }]);
 });
+
+test('a batch BLOB binds the bytes it held when it was read, whatever a getter of a later set does to them', async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(k, v)');
+  // A set whose second value is a getter that runs `change` when read.
+  const later = (change) => {
+    const set = [2];
+    Object.defineProperty(set, 1, { enumerable: true, get: () => (change(), 'x') });
+    return set;
+  };
+  const changes = {
+    fill: (u) => u.fill(0xee),
+    detach: (u) => structuredClone(u.buffer, { transfer: [u.buffer] }),
+    shrink: (u) => u.buffer.resize(2),
+  };
+  for (const [name, change] of Object.entries(changes)) {
+    await db.execute('DELETE FROM t');
+    const u = new Uint8Array(new ArrayBuffer(4, { maxByteLength: 8 }));
+    u.set([1, 2, 3, 4]);
+    await db.executeBatch('INSERT INTO t VALUES (?, ?)', [[1, u], later(() => change(u))]);
+    assert.deepEqual(await db.select('SELECT k, hex(v) AS v FROM t ORDER BY k'), [{ k: 1, v: '01020304' }, { k: 2, v: '78' }], name);
+  }
+});

@@ -402,6 +402,28 @@ test('a Proxy of an array binds by position in every method, and its bytes as th
   }
 });
 
+test('an own __proto__ key (JSON.parse makes one) binds the same in every method', async (t) => {
+  const db = await openMemory(t);
+  const params = () => JSON.parse('{"a": 1, "__proto__": 7}');
+  const sql = 'SELECT :a AS a, :__proto__ AS p';
+  const row = { a: 1, p: 7 };
+  assert.deepEqual(await db.selectOne(sql, params()), row);
+  const iterated = [];
+  for await (const r of db.iterate(sql, params())) iterated.push(r);
+  assert.deepEqual(iterated, [row]);
+  const live = db.stream(sql, params());
+  for await (const rows of live) {
+    assert.deepEqual(rows, [row]);
+    break;
+  }
+  // A key the statement does not name is refused the same way by both.
+  const extra = JSON.parse('{"a": 1, "__proto__": 5}');
+  await rejectsAsync(() => db.selectOne('SELECT :a AS a', extra), RangeError);
+  await rejectsAsync(async () => {
+    for await (const r of db.iterate('SELECT :a AS a', extra)) void r;
+  }, RangeError);
+});
+
 test('a BLOB binds the bytes it held when it was read, whatever a later getter does, for any number of values', async (t) => {
   const db = await openMemory(t);
   await db.execute('CREATE TABLE b(x)');
