@@ -3,7 +3,7 @@
 import { constants as bufferConstants } from 'node:buffer';
 import { rmSync } from 'node:fs';
 import { checkDestination, resolveBackupOptions, type BackupOptions } from './backup';
-import { closedError, fromNativeThrow } from './errors';
+import { closedError, fromNativeThrow, transactionEndedError } from './errors';
 import { binding, type NativeDatabase, type NativeOpenOptions } from './native';
 import {
   checkKey,
@@ -25,7 +25,7 @@ import {
 } from './options';
 import { PACKED_LAYOUT, bindable, packParamSets, packParams, paramsAsOfNow } from './params';
 import { signalState } from './signals';
-import { Kind, nextMicrotask, Requests, rowsAs, type Description, type ExecuteResult, type Stop } from './requests';
+import { Kind, nextMicrotask, Requests, rowsAs, type Description, type ExecuteResult, type RequestTracker, type Stop } from './requests';
 import { decodeRowsIn, type IntMode, type Row, type SqlValue } from './rows';
 import { resolveIterateOptions, RowIterator, type IterateHost, type IterateOptions } from './iterate';
 import {
@@ -34,6 +34,7 @@ import {
   NO_SIGNALS,
   raceBody,
   runInContext,
+  settledInContext,
   Transaction,
   transactionOptions,
   type SavepointOp,
@@ -656,7 +657,13 @@ export class Database implements Executor, TransactionHost, StatementHost {
 
   // ---- the writer, used directly and by Transaction ----
 
-  #write<T>(kind: Kind, rowMode: 'object' | 'array', send: (id: number, cancellable: boolean) => void, stop?: Stop): Promise<T> {
+  #write<T>(
+    kind: Kind,
+    rowMode: 'object' | 'array',
+    send: (id: number, cancellable: boolean) => void,
+    stop?: Stop,
+    tracker?: RequestTracker,
+  ): Promise<T> {
     return this.#requests.start<T>(
       kind,
       rowMode,
@@ -669,10 +676,12 @@ export class Database implements Executor, TransactionHost, StatementHost {
       },
       undefined,
       stop,
+      tracker,
     );
   }
 
-  /** @internal `txSignals`: the signals of the transactions the call runs in. */
+  /** @internal `txSignals`: the signals of the transactions the call runs in; `tracker`:
+   * the transaction that sends it. */
   writerRead(
     tx: number,
     sql: string,
@@ -680,6 +689,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
     options: unknown,
     format: 0 | 1 | 2 | 3,
     txSignals: readonly AbortSignal[],
+    tracker?: RequestTracker,
   ): Promise<unknown> {
     try {
       checkParams(params);
@@ -695,6 +705,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
           else binding.dbWriterRead(this.#handle, id, tx, ref, packed ?? params, format, c);
         },
         stopOf(o, txSignals),
+        tracker,
       );
     } catch (err) {
       return rejected(err);
@@ -702,7 +713,14 @@ export class Database implements Executor, TransactionHost, StatementHost {
   }
 
   /** @internal */
-  writerExecute(tx: number, sql: string, params: unknown, options: unknown, txSignals: readonly AbortSignal[]): Promise<ExecuteResult> {
+  writerExecute(
+    tx: number,
+    sql: string,
+    params: unknown,
+    options: unknown,
+    txSignals: readonly AbortSignal[],
+    tracker?: RequestTracker,
+  ): Promise<ExecuteResult> {
     try {
       checkParams(params);
       params = bindable(params);
@@ -717,6 +735,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
           else binding.dbExecute(this.#handle, id, tx, ref, packed ?? params, c);
         },
         stopOf(o, txSignals),
+        tracker,
       );
     } catch (err) {
       return rejected(err);
@@ -735,6 +754,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
     paramSets: unknown,
     options: unknown,
     txSignals: readonly AbortSignal[],
+    tracker?: RequestTracker,
   ): Promise<{ changes: number }> {
     try {
       if (!Array.isArray(paramSets)) throw new TypeError('paramSets must be an array of arrays or objects');
@@ -742,12 +762,12 @@ export class Database implements Executor, TransactionHost, StatementHost {
       // One batch at a time is sent in parts: one started from a getter read while another's
       // part is prepared goes whole.
       if (paramSets.length > BATCH_FIRST_PART && !this.#sendingBatch) {
-        return this.#write(Kind.Batch, 'object', (id, c) => this.#sendBatchInParts(id, tx, sql, paramSets, c, stop), stop);
+        return this.#write(Kind.Batch, 'object', (id, c) => this.#sendBatchInParts(id, tx, sql, paramSets, c, stop), stop, tracker);
       }
       // see docs/experiments/005-batch-params.md
       const p = packParamSets(paramSets);
       if (p === undefined) {
-        return this.#write(Kind.Batch, 'object', (id, c) => this.#native.executeBatch(id, tx, this.#sqlRef(sql), paramSets, c), stop);
+        return this.#write(Kind.Batch, 'object', (id, c) => this.#native.executeBatch(id, tx, this.#sqlRef(sql), paramSets, c), stop, tracker);
       }
       return this.#write(
         Kind.Batch,
@@ -755,6 +775,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
         (id, c) =>
           this.#native.executeBatchPacked(id, tx, this.#sqlRef(sql), p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs, c),
         stop,
+        tracker,
       );
     } catch (err) {
       return rejected(err);
@@ -859,18 +880,26 @@ export class Database implements Executor, TransactionHost, StatementHost {
     const settled = (): Promise<void> =>
       ended ? Promise.resolve() : (settledPromise ??= new Promise<void>((resolve) => (settle = resolve)));
     this.#running = { tx, cancel, settled };
+    // COMMIT was sent: from then on the writer ends the transaction either way.
+    let committing = false;
     try {
       signalState.throwIfAborted(signal);
       // A forced close may have begun while this transaction waited for the writer.
       if (this.#forceClosing) throw closedError('the database was closed with force before this transaction began');
-      const result = await raceBody(() => runInContext(this, tx, () => body(tx)), signal, onCancel);
+      const result = await raceBody(() => runInContext(this, tx, () => settledInContext(body(tx))), signal, onCancel);
+      tx.bodyEnded();
       // Nested bodies the body started but did not await are part of this transaction.
       if (!tx.drainedNow) await raceBody(() => tx.drained(), signal, onCancel);
       tx.end();
+      // So are requests it left in flight; one that failed makes it roll back.
+      const left = tx.leftInFlight();
+      if (left !== undefined) await raceBody(() => left, signal, onCancel);
+      tx.throwIfLeftFailed();
+      committing = true;
       await this.#write<void>(Kind.Done, 'object', (id) => binding.dbCommit(this.#handle, id, txId));
       return result;
     } catch (err) {
-      if (tx.active) {
+      if (!committing) {
         tx.end();
         // The body's error is what the caller must see; a rollback can only fail here when
         // the connection is already gone, which the next request reports.
@@ -892,7 +921,11 @@ export class Database implements Executor, TransactionHost, StatementHost {
    */
   async begin(options?: TransactionOptions): Promise<TransactionHandle> {
     if (this.#closing) throw closedError();
-    if (currentTransaction(this)?.active === true) {
+    const current = currentTransaction(this);
+    if (current !== undefined) {
+      // Code a body left behind (a timer) runs in its context after it ended: like every
+      // other call from there, begin() is refused, or its writes would commit on their own.
+      if (!current.active) throw transactionEndedError();
       throw new RangeError('begin() inside a transaction body would wait for that transaction forever; use tx.transaction() (a savepoint)');
     }
     const { mode, signal } = transactionOptions(options);

@@ -49,7 +49,7 @@ export function statementClosedError(): Error {
 
 export function transactionEndedError(): Error {
   return coded(
-    'this transaction has already ended (committed or rolled back); use the database instead',
+    'this transaction has already ended (committed or rolled back); neither its handle nor code its body left running can run anything any more',
     ErrorCodes.TRANSACTION_ENDED,
   );
 }

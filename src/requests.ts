@@ -35,6 +35,16 @@ interface Pending {
   stopWatching: (() => void)[] | undefined;
   /** Set when a running write was aborted: its outcome decides (see `abort`). */
   abortReason: { reason: unknown } | undefined;
+  /** The transaction that sent it, told when it settles. */
+  tracker: RequestTracker | undefined;
+}
+
+/** Counts the requests it sent until they settle, and hears of those that fail: a
+ * transaction, which must not commit when a request its body left in flight failed
+ * (`Transaction.leftInFlight`). */
+export interface RequestTracker {
+  requestSent(): void;
+  requestSettled(failed: boolean, reason: unknown): void;
 }
 
 /**
@@ -314,7 +324,9 @@ export class Requests {
     this.inflight = 0;
     for (const p of left) {
       unwatch(p);
-      p.reject(closedError('the database was closed before this request could run'));
+      const err = closedError('the database was closed before this request could run');
+      p.tracker?.requestSettled(true, err);
+      p.reject(err);
     }
     if (this.busy) this.setBusy(false);
   }
@@ -352,6 +364,7 @@ export class Requests {
     send: (id: number, cancellable: boolean) => void,
     id = this.id(),
     stop?: Stop,
+    tracker?: RequestTracker,
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       if (this.ended) {
@@ -386,8 +399,10 @@ export class Requests {
         timer: undefined,
         stopWatching: undefined,
         abortReason: undefined,
+        tracker,
       };
       this.pending.set(id, p);
+      tracker?.requestSent();
       if (this.inflight++ === 0 && !this.busy) this.setBusy(true);
       if (stop !== undefined) this.watch(id, p, stop, sentAt);
       if (!this.polling && POLL_MICROS > 0) this.pollSoon();
@@ -426,6 +441,7 @@ export class Requests {
     }
     this.pending.delete(id);
     if (--this.inflight === 0) this.idleSoon();
+    p.tracker?.requestSettled(true, reason);
     p.reject(reason);
   }
 
@@ -648,11 +664,13 @@ export class Requests {
     if (entry === ENTRY_ERROR || entry === ENTRY_LOST) {
       // An aborted write that failed (interrupted, or failed anyway) left nothing behind.
       const err = entry === ENTRY_LOST ? lostResultError() : errorFromNative(values![a] as NativeErrorDetail);
-      p.reject(p.abortReason !== undefined ? p.abortReason.reason : err);
+      const reason = p.abortReason !== undefined ? p.abortReason.reason : err;
+      p.tracker?.requestSettled(true, reason);
+      p.reject(reason);
       return;
     }
+    let value: unknown;
     try {
-      let value: unknown;
       if (entry === ENTRY_ROWS) {
         value = rowsAs(p.kind, decodeRowsIn(this.scratch!, this.floats, a, p.rowMode, this.intMode));
       } else if (entry === ENTRY_EXEC) {
@@ -662,11 +680,14 @@ export class Requests {
       } else {
         value = this.convert(p.kind, p.rowMode, entry === ENTRY_DONE ? undefined : values![a]);
       }
-      p.resolve(value);
     } catch (err) {
       // e.g. intMode 'number' meeting an integer beyond 2^53
+      p.tracker?.requestSettled(true, err);
       p.reject(err);
+      return;
     }
+    p.tracker?.requestSettled(false, undefined);
+    p.resolve(value);
   }
 
   /** An entry for a live query or an iterator: emissions and chunks always come as values. */

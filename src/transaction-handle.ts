@@ -91,9 +91,9 @@ export class TransactionHandle {
     if (!this.active) return this.#ended();
     const depth = this.#find(name);
     this.#savepoints.length = depth;
-    // The writer's rollback also releases the savepoint; open it again, as ROLLBACK TO keeps it.
-    await this.#host.savepoint(SavepointOp.RollbackTo, depth);
-    await this.#host.savepoint(SavepointOp.Begin, depth);
+    // One request: as two (roll back and release, then open again), a request sent
+    // meanwhile landed outside the savepoint, and a later rollbackTo() did not undo it.
+    await this.#host.savepoint(SavepointOp.RollbackToKeep, depth);
   }
 
   /** Keeps the work since savepoint `name` in the transaction and closes that savepoint and
@@ -112,11 +112,29 @@ export class TransactionHandle {
     return i + 1;
   }
 
-  /** Commits and releases the writer. Rejects if the transaction has already ended. */
+  /** Commits and releases the writer. Rejects if the transaction has already ended. A
+   * request sent on the handle and still in flight runs first; if one fails, the
+   * transaction rolls back instead and commit() rejects with its error. When the COMMIT
+   * itself fails, the writer has rolled back: rollback() then resolves at once. */
   commit(): Promise<void> {
     if (!this.active) return this.#ended();
+    this.#tx.bodyEnded();
     this.#end('committed');
-    return this.#host.finish(true);
+    const failed = (err: unknown): never => {
+      this.#state = 'rolledBack';
+      throw err;
+    };
+    const left = this.#tx.leftInFlight();
+    if (left === undefined) return this.#host.finish(true).catch(failed);
+    return left.then(() => {
+      try {
+        this.#tx.throwIfLeftFailed();
+      } catch (err) {
+        this.#state = 'rolledBack';
+        return this.#host.finish(false).then(() => failed(err), () => failed(err));
+      }
+      return this.#host.finish(true).catch(failed);
+    });
   }
 
   /** Rolls back and releases the writer. Resolves at once if the transaction was already

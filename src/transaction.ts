@@ -7,7 +7,7 @@ import { transactionEndedError } from './errors';
 import { checkKeys } from './options';
 import { checkSignal, signalState } from './signals';
 import { Statement, statementId, type StatementHost } from './statement';
-import type { ExecuteResult } from './requests';
+import type { ExecuteResult, RequestTracker } from './requests';
 import type { Row, SqlValue } from './rows';
 import type { ArrayRowMode, CallOptions, ExecuteOptions, QueryOptions } from './options';
 
@@ -35,7 +35,8 @@ export interface Executor {
 
 /** The operations a transaction needs from its database (implemented by Database). */
 export interface TransactionHost {
-  /** `txSignals`: aborting any of them cancels the request (the transaction's signals). */
+  /** `txSignals`: aborting any of them cancels the request (the transaction's signals);
+   * `tracker`: the transaction, told when the request settles. */
   writerRead(
     tx: number,
     sql: string,
@@ -43,10 +44,25 @@ export interface TransactionHost {
     options: unknown,
     format: 0 | 1 | 2 | 3,
     txSignals: readonly AbortSignal[],
+    tracker: RequestTracker,
   ): Promise<unknown>;
-  writerExecute(tx: number, sql: string, params: unknown, options: unknown, txSignals: readonly AbortSignal[]): Promise<ExecuteResult>;
-  writerBatch(tx: number, sql: string, paramSets: unknown, options: unknown, txSignals: readonly AbortSignal[]): Promise<{ changes: number }>;
-  /** A nested transaction's savepoint at `depth`: 0 begins it, 1 releases it, 2 rolls back to it. */
+  writerExecute(
+    tx: number,
+    sql: string,
+    params: unknown,
+    options: unknown,
+    txSignals: readonly AbortSignal[],
+    tracker: RequestTracker,
+  ): Promise<ExecuteResult>;
+  writerBatch(
+    tx: number,
+    sql: string,
+    paramSets: unknown,
+    options: unknown,
+    txSignals: readonly AbortSignal[],
+    tracker: RequestTracker,
+  ): Promise<{ changes: number }>;
+  /** A nested transaction's savepoint at `depth` (see `SavepointOp`). */
   writerSavepoint(tx: number, op: SavepointOp, depth: number): Promise<void>;
 }
 
@@ -54,6 +70,8 @@ export const enum SavepointOp {
   Begin = 0,
   Release = 1,
   RollbackTo = 2,
+  /** Rolls back to it and keeps it open (a handle's `rollbackTo()`). */
+  RollbackToKeep = 3,
 }
 
 /** The innermost transaction of every database whose body encloses the current code. */
@@ -105,6 +123,16 @@ export function runInContext<R>(host: TransactionHost, tx: Transaction, body: ()
   const next = new Map(store.getStore());
   next.set(host, tx);
   return store.run(next, body);
+}
+
+/**
+ * A body's result as a promise made inside its context (call it there). A thenable that a
+ * plain function returns has its `then()` called from a later job; taken up outside the
+ * context, calls made from that `then()` went to the database, not the transaction, and
+ * waited behind it forever. A promise (an async body's) is returned as it is.
+ */
+export function settledInContext<R>(result: R | Promise<R>): Promise<R> {
+  return Promise.resolve(result);
 }
 
 export const TRANSACTION_OPTIONS = ['mode', 'signal'] as const;
@@ -192,7 +220,7 @@ export function raceBody<R>(
 }
 
 /** The handle a transaction body receives. Valid only while its body runs. */
-export class Transaction implements Executor {
+export class Transaction implements Executor, RequestTracker {
   #active = true;
   /** Nested bodies started and not yet ended (running or waiting for their turn). */
   #children = 0;
@@ -202,6 +230,14 @@ export class Transaction implements Executor {
   /** Settles once every nested body started so far has ended: nested bodies of one
    * transaction run one after another (FIFO), each inside its own savepoint. */
   #lane: Promise<void> = Promise.resolve();
+  /** Requests sent at this level that have not settled (`RequestTracker`). */
+  #unsettled = 0;
+  /** The body has ended: a request that fails from now on is one it left in flight. */
+  #bodyEnded = false;
+  /** The first request left in flight that failed, with its reason. */
+  #leftFailure: { reason: unknown } | undefined;
+  /** Called when the last request left in flight settles (`leftInFlight`). */
+  #onLeftSettled: (() => void) | undefined;
 
   constructor(
     private readonly host: TransactionHost,
@@ -227,6 +263,44 @@ export class Transaction implements Executor {
 
   end(): void {
     this.#active = false;
+  }
+
+  /** @internal (RequestTracker) A request of this level was sent. */
+  requestSent(): void {
+    this.#unsettled++;
+  }
+
+  /** @internal (RequestTracker) A request of this level settled. */
+  requestSettled(failed: boolean, reason: unknown): void {
+    if (failed && this.#bodyEnded && this.#leftFailure === undefined) this.#leftFailure = { reason };
+    if (--this.#unsettled === 0 && this.#onLeftSettled !== undefined) {
+      const settled = this.#onLeftSettled;
+      this.#onLeftSettled = undefined;
+      settled();
+    }
+  }
+
+  /** The body has returned (or `commit()` was called on a handle): requests of this level
+   * that fail from now on are ones it left in flight and can no longer see. */
+  bodyEnded(): void {
+    this.#bodyEnded = true;
+  }
+
+  /**
+   * Undefined when no request of this level is in flight; otherwise a promise that resolves
+   * once all have settled. The writer runs them before the COMMIT (or RELEASE) that follows,
+   * in order; but one that fails, or that its signal drops, was never seen by the body, so
+   * committing would keep the requests around it and lose it: all or nothing must hold,
+   * and `throwIfLeftFailed` then rolls back instead.
+   */
+  leftInFlight(): Promise<void> | undefined {
+    if (this.#unsettled === 0) return undefined;
+    return new Promise<void>((resolve) => (this.#onLeftSettled = resolve));
+  }
+
+  /** Throws the reason of the first request left in flight that failed, if one did. */
+  throwIfLeftFailed(): void {
+    if (this.#leftFailure !== undefined) throw this.#leftFailure.reason;
   }
 
   /** No nested body of this transaction runs or waits now. */
@@ -286,33 +360,33 @@ export class Transaction implements Executor {
   select<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
   select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
   select<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
-    return this.#send(sql, (text) => this.host.writerRead(this.id, text, params, options, 0, this.signals) as Promise<T[]>);
+    return this.#send(sql, (text) => this.host.writerRead(this.id, text, params, options, 0, this.signals, this) as Promise<T[]>);
   }
 
   selectOne<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
   selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
   selectOne<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
-    return this.#send(sql, (text) => this.host.writerRead(this.id, text, params, options, 1, this.signals) as Promise<T | undefined>);
+    return this.#send(sql, (text) => this.host.writerRead(this.id, text, params, options, 1, this.signals, this) as Promise<T | undefined>);
   }
 
   selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer> {
-    return this.#send(sql, (text) => this.host.writerRead(this.id, text, params, options, 2, this.signals) as Promise<Buffer>);
+    return this.#send(sql, (text) => this.host.writerRead(this.id, text, params, options, 2, this.signals, this) as Promise<Buffer>);
   }
 
   execute<T = SqlValue[]>(sql: string, params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
   execute<T = Row>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
   execute<T>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }> {
-    return this.#send(sql, (text) => this.host.writerExecute(this.id, text, params, options, this.signals) as Promise<ExecuteResult & { rows: T[] }>);
+    return this.#send(sql, (text) => this.host.writerExecute(this.id, text, params, options, this.signals, this) as Promise<ExecuteResult & { rows: T[] }>);
   }
 
   executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }> {
-    return this.#send(sql, (text) => this.host.writerBatch(this.id, text, paramSets, options, this.signals));
+    return this.#send(sql, (text) => this.host.writerBatch(this.id, text, paramSets, options, this.signals, this));
   }
 
   /** @internal Prepares (never runs) a prepared statement on this transaction's connection
    * (format 3: its description). */
   describe(sql: string): Promise<unknown> {
-    return this.#send(sql, (text) => this.host.writerRead(this.id, text, undefined, undefined, 3, this.signals));
+    return this.#send(sql, (text) => this.host.writerRead(this.id, text, undefined, undefined, 3, this.signals, this));
   }
 
   /** A nested transaction: a savepoint inside this one. Nested bodies of one transaction
@@ -343,9 +417,14 @@ export class Transaction implements Executor {
       const signals = signal === undefined ? this.signals : [...this.signals, signal];
       const inner = new Transaction(this.host, this.id, depth, this, signals);
       try {
-        const result = await raceBody(() => runInContext(this.host, inner, () => body(inner)), signal);
+        const result = await raceBody(() => runInContext(this.host, inner, () => settledInContext(body(inner))), signal);
+        inner.bodyEnded();
         await inner.drained();
         inner.end();
+        // Requests the body left in flight: one that failed undoes its savepoint.
+        const left = inner.leftInFlight();
+        if (left !== undefined) await raceBody(() => left, signal);
+        inner.throwIfLeftFailed();
         // Savepoints are named by depth: if this level ended while the body ran, its
         // savepoint was rolled back with it, and releasing "the one at this depth" would
         // release a later sibling's. The body's writes are gone: it must not look committed.

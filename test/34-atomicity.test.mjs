@@ -450,3 +450,165 @@ test('a live query cannot change the reader it runs on', { timeout: 5000 }, asyn
   assert.deepEqual(reads, Array(6).fill({ foreign_keys: 1 }));
   await db.close();
 });
+
+// ---- requests a body left in flight ----
+
+test('a request the body left in flight that fails rolls the transaction back; transaction() rejects with its error', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  await db.execute('CREATE UNIQUE INDEX t_v ON t(v)');
+  await db.execute("INSERT INTO t(v) VALUES ('dup')");
+  const left = [];
+  const txp = db.transaction(async (tx) => {
+    left.push(tx.execute("INSERT INTO t(v) VALUES ('a')"));
+    left.push(tx.execute("INSERT INTO t(v) VALUES ('dup')"));
+    left.push(tx.execute("INSERT INTO t(v) VALUES ('b')"));
+    for (const p of left) p.catch(() => {});
+    return 'done';
+  });
+  await assert.rejects(txp, (err) => err.code === 'SQLITE_CONSTRAINT_UNIQUE');
+  // The request's own promise rejects with the same error.
+  await assert.rejects(left[1], (err) => err.code === 'SQLITE_CONSTRAINT_UNIQUE');
+  assert.deepEqual(await values(db), ['dup']);
+  // A failure the body saw and handled does not: it decided to go on.
+  assert.equal(
+    await db.transaction(async (tx) => {
+      await tx.execute("INSERT INTO t(v) VALUES ('dup')").catch(() => {});
+      await tx.execute("INSERT INTO t(v) VALUES ('c')");
+      return 'committed';
+    }),
+    'committed',
+  );
+  assert.deepEqual((await values(db)).sort(), ['c', 'dup']);
+  await db.close();
+});
+
+test('a signal that aborts after the body returned, while its requests are queued, commits nothing', { timeout: 10_000 }, async () => {
+  for (let round = 0; round < 3; round++) {
+    const db = await fresh();
+    const controller = new AbortController();
+    const reason = new Error('stop');
+    let bodyEnded = false;
+    let abortedAfterBody;
+    const n = 400;
+    const txp = db.transaction(
+      async (tx) => {
+        for (let i = 0; i < n; i++) {
+          const p = tx.execute('INSERT INTO t(v) VALUES (length(randomblob(?)))', [100_000]);
+          p.catch(() => {});
+          if (i === 0) {
+            p.then(() => {
+              abortedAfterBody = bodyEnded;
+              controller.abort(reason);
+            });
+          }
+        }
+        bodyEnded = true;
+      },
+      { signal: controller.signal },
+    );
+    const outcome = await txp.then(() => 'committed', (err) => err);
+    assert.equal(abortedAfterBody, true);
+    const rows = (await values(db)).length;
+    // All or nothing: a transaction() that resolved committed every row.
+    if (outcome === 'committed') assert.equal(rows, n);
+    else {
+      assert.equal(outcome, reason);
+      assert.equal(rows, 0);
+    }
+    await db.close();
+  }
+});
+
+test('a nested body whose left request fails undoes its savepoint only', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  await db.execute('CREATE UNIQUE INDEX t_v ON t(v)');
+  await db.execute("INSERT INTO t(v) VALUES ('dup')");
+  await db.transaction(async (tx) => {
+    await tx.execute("INSERT INTO t(v) VALUES ('outer')");
+    await assert.rejects(
+      tx.transaction(async (inner) => {
+        inner.execute("INSERT INTO t(v) VALUES ('inner')").catch(() => {});
+        inner.execute("INSERT INTO t(v) VALUES ('dup')").catch(() => {});
+      }),
+      (err) => err.code === 'SQLITE_CONSTRAINT_UNIQUE',
+    );
+  });
+  assert.deepEqual((await values(db)).sort(), ['dup', 'outer']);
+  await db.close();
+});
+
+test('a begin() handle: a request left in flight at commit() that fails rolls back; rollback() after a failed commit() resolves', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  await db.execute('CREATE UNIQUE INDEX t_v ON t(v)');
+  await db.execute("INSERT INTO t(v) VALUES ('dup')");
+  let h = await db.begin();
+  h.execute("INSERT INTO t(v) VALUES ('a')").catch(() => {});
+  h.execute("INSERT INTO t(v) VALUES ('dup')").catch(() => {});
+  await assert.rejects(h.commit(), (err) => err.code === 'SQLITE_CONSTRAINT_UNIQUE');
+  await h.rollback();
+  assert.deepEqual(await values(db), ['dup']);
+  // The documented pattern around a COMMIT that fails (a deferred foreign key).
+  await db.execute('CREATE TABLE p(id INTEGER PRIMARY KEY)');
+  await db.execute('CREATE TABLE c(p REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)');
+  h = await db.begin();
+  const failure = await (async () => {
+    try {
+      await h.execute('INSERT INTO c VALUES (7)');
+      await h.commit();
+    } catch (err) {
+      await h.rollback();
+      return err;
+    }
+  })();
+  assert.equal(failure?.code, 'SQLITE_CONSTRAINT_FOREIGNKEY');
+  assert.deepEqual(await db.select('SELECT * FROM c'), []);
+  await db.close();
+});
+
+test("a begin() handle's rollbackTo() keeps its savepoint for calls sent right after it", { timeout: 5000 }, async () => {
+  const db = await fresh();
+  const h = await db.begin();
+  await h.savepoint('a');
+  await h.execute("INSERT INTO t(v) VALUES ('x')");
+  const rolledBack = h.rollbackTo('a');
+  const inserted = h.execute("INSERT INTO t(v) VALUES ('y')");
+  await Promise.all([rolledBack, inserted]);
+  await h.rollbackTo('a');
+  await h.commit();
+  assert.deepEqual(await values(db), []);
+  await db.close();
+});
+
+test('db.begin() from code an ended body left behind is refused', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  const late = deferred();
+  await assert.rejects(
+    db.transaction(async (tx) => {
+      await tx.execute("INSERT INTO t(v) VALUES ('body')");
+      setTimeout(() => db.begin().then(
+        (h) => h.execute("INSERT INTO t(v) VALUES ('late')").then(() => h.commit()).then(() => late.reject(new Error('begin() was served'))),
+        (err) => (err.code === ENDED ? late.resolve() : late.reject(err)),
+      ), 10);
+      throw new Error('body failed');
+    }),
+    /body failed/,
+  );
+  await within(late.promise, 'the late begin()');
+  assert.deepEqual(await values(db), []);
+  await db.close();
+});
+
+test('a plain function body that returns a thenable runs its then() inside the transaction', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  const result = await within(
+    db.transaction(() => ({
+      then(resolve, reject) {
+        db.execute("INSERT INTO t(v) VALUES ('thenable')").then(() => resolve('done'), reject);
+      },
+    })),
+    'the transaction',
+  );
+  assert.equal(result, 'done');
+  assert.deepEqual(await values(db), ['thenable']);
+  await db.close();
+});

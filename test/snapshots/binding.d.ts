@@ -43,8 +43,9 @@ export declare class NativeDatabase {
    */
   endBatch(complete: boolean): void
   /**
-   * A nested transaction's savepoint at `depth` (1 = first level). `op`: 0 begins it,
-   * 1 releases it, 2 rolls back to it (and releases it).
+   * A nested transaction's savepoint at `depth` (1 = first level). `op` (`SavepointOp` in
+   * src/transaction.ts): 0 begins it, 1 releases it, 2 rolls back to it and releases it,
+   * 3 rolls back to it and keeps it open.
    */
   savepoint(id: number, tx: number, op: number, depth: number): void
   /**

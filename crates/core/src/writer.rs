@@ -49,8 +49,10 @@ pub enum WriteKind {
     /// The nested transaction of depth `depth` ends well: its savepoint is released.
     Release { depth: u32 },
     /// The nested transaction of depth `depth` failed: everything since its savepoint is
-    /// undone and the savepoint is released.
-    RollbackTo { depth: u32 },
+    /// undone and the savepoint is released; with `keep`, it stays open (SQL's `ROLLBACK
+    /// TO`, for a handle's `rollbackTo()`: one request, so that nothing sent meanwhile can
+    /// land between the rollback and a new savepoint).
+    RollbackTo { depth: u32, keep: bool },
     /// Changes the encryption key (`None`: decrypts); the readers reopen with the new key.
     Rekey { key: Option<Arc<Key>> },
     /// Loads an extension here, then (if that worked) on every other connection before its
@@ -506,10 +508,11 @@ impl Writer {
             WriteKind::LoadExtension { extension } => {
                 self.reopen.1.catalog.load_extension(&self.conn, extension).map(|()| Output::Done)
             }
-            WriteKind::RollbackTo { depth } => {
-                self.conn.execute_batch(&format!(
-                    "ROLLBACK TO quietsqlite_sp_{depth}; RELEASE quietsqlite_sp_{depth}"
-                ))?;
+            WriteKind::RollbackTo { depth, keep } => {
+                self.conn.execute_batch(&format!("ROLLBACK TO quietsqlite_sp_{depth}"))?;
+                if !keep {
+                    self.conn.execute_batch(&format!("RELEASE quietsqlite_sp_{depth}"))?;
+                }
                 Ok(Output::Done)
             }
         };

@@ -395,15 +395,18 @@ impl NativeDatabase {
         })
     }
 
-    /// A nested transaction's savepoint at `depth` (1 = first level). `op`: 0 begins it,
-    /// 1 releases it, 2 rolls back to it (and releases it).
+    /// A nested transaction's savepoint at `depth` (1 = first level). `op` (`SavepointOp` in
+    /// src/transaction.ts): 0 begins it, 1 releases it, 2 rolls back to it and releases it,
+    /// 3 rolls back to it and keeps it open.
     #[napi]
     pub fn savepoint(&self, env: Env, id: u32, tx: u32, op: u32, depth: u32) -> Result<()> {
         guard(&env, || {
             let kind = match op {
                 0 => WriteKind::Savepoint { depth },
                 1 => WriteKind::Release { depth },
-                _ => WriteKind::RollbackTo { depth },
+                2 => WriteKind::RollbackTo { depth, keep: false },
+                3 => WriteKind::RollbackTo { depth, keep: true },
+                _ => return Err(Error::new(Status::InvalidArg, "unknown savepoint operation")),
             };
             self.submit(&env, id, tx, kind, None)
         })
