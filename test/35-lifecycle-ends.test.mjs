@@ -173,3 +173,17 @@ test('a database with a user-defined function, dropped without close(), is colle
   assert.ok(after.threads <= baseline.threads + 8, `threads: ${JSON.stringify({ baseline, peak, after })}`);
   assert.ok(after.fds <= baseline.fds + 8, `fds: ${JSON.stringify({ baseline, peak, after })}`);
 });
+
+test('an open that fails part way (descriptors run out) leaves no thread and no descriptor behind', { timeout: 60_000 }, async (t) => {
+  // Reader threads already started waited for work until the native object was collected.
+  const script = `ulimit -n 256 && exec "${process.execPath}" "${CHILD}" failed-opens`;
+  const { stdout } = await run('sh', ['-c', script], { timeout: 55_000 });
+  const failures = stdout.trim().split('\n').map((line) => JSON.parse(line)).filter((r) => r.free !== undefined);
+  t.diagnostic(JSON.stringify(failures));
+  assert.ok(failures.length > 0, 'some opens failed');
+  for (const f of failures) {
+    assert.equal(f.code, 'SQLITE_CANTOPEN');
+    assert.equal(f.threads, 0, `database threads left after a failed open with ${f.free} descriptors free`);
+    assert.ok(f.fds <= 0, `descriptors left after a failed open with ${f.free} descriptors free: ${f.fds}`);
+  }
+});

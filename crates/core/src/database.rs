@@ -150,6 +150,8 @@ impl Database {
                     }
                 }
                 let started = start(&loc, &opts, &thread_readers, reader_rx, thread_sink.clone(), &thread_cancellation, &thread_clock);
+                // Every reader thread runs (a failed start may have spawned some of them).
+                let readers_run = started.is_ok();
                 let writer = match started {
                     Ok(None) => {
                         thread_sink.complete(Completion { id: open_id, result: Ok(Output::Done) });
@@ -165,7 +167,7 @@ impl Database {
                             thread_sink.clone(),
                             listener,
                             tracking,
-                            thread_readers,
+                            thread_readers.clone(),
                             thread_cancellation,
                             opts.external_checkpoints,
                             reopen,
@@ -181,8 +183,22 @@ impl Database {
                         w.run(writer_rx);
                     }
                     Err(e) => {
-                        // Reader threads that did start stop when `thread_readers` drops.
                         thread_live.stop();
+                        // Reader threads that started wait for work until told to stop: their
+                        // queue is also held by the database object, which the front end keeps
+                        // until it is collected. They stop now, and when all of them run, the
+                        // open fails once they have closed their connections (a failed open
+                        // leaves no thread and no descriptor behind).
+                        let (closed_tx, closed) = crossbeam_channel::bounded::<()>(1);
+                        let each = Countdown::new(thread_readers.threads(), move || {
+                            let _ = closed_tx.send(());
+                        });
+                        let not_sent = thread_readers.send_to_each(|| ReaderMsg::Stop(each.clone()));
+                        (0..not_sent).for_each(|_| each.done());
+                        drop(each);
+                        if readers_run {
+                            let _ = closed.recv();
+                        }
                         loc.remove_temporary();
                         thread_sink.complete(Completion { id: open_id, result: Err(e) });
                     }
