@@ -309,6 +309,19 @@ test('file: URIs with mode=rwc open (readers use mode=ro); in-memory URIs are re
   }
 });
 
+test('a URI asking for shared-cache mode is refused: its readers would fail while a transaction writes', async (t) => {
+  // With cache=shared, a select outside a running transaction failed with
+  // SQLITE_LOCKED_SHAREDCACHE instead of reading the last commit.
+  const dir = await tempDir(t);
+  const file = join(dir, 'shared.db');
+  for (const uri of [`file:${file}?cache=shared`, `file:${file}?mode=rwc&CACHE=SHARED`]) {
+    await rejectsAsync(() => Database.open(uri), (err) => err instanceof TypeError && /cache=shared/.test(err.message), uri);
+  }
+  // A file name that merely contains the words is a file name.
+  const db = await Database.open(join(dir, 'cache=shared.db'));
+  await db.close();
+});
+
 test('execute() of SQL with no statement is a RangeError, and the database stays usable', async (t) => {
   const db = await openMemory(t);
   for (const blank of ['', '   ', ';', '/* c */', '-- nothing']) {

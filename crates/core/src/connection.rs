@@ -163,15 +163,24 @@ impl Location {
     }
 
     /// In-memory URIs give every connection its own private database, which cannot work
-    /// with separate reader connections.
+    /// with separate reader connections; shared-cache mode makes the readers share the
+    /// writer's table locks, so a read outside a running transaction fails
+    /// (`SQLITE_LOCKED_SHAREDCACHE`) instead of reading the last commit.
     pub fn check_shareable(&self) -> Result<()> {
         let uri = self.uri.to_ascii_lowercase();
         // Only the query names a mode: a file name may contain "mode=memory" (escaped paths
         // have no query).
-        let memory_mode = uri.split_once('?').is_some_and(|(_, q)| q.split('&').any(|p| p == "mode=memory"));
-        if self.temporary.is_none() && (uri.starts_with("file::memory:") || memory_mode) {
+        let query = |param: &str| uri.split_once('?').is_some_and(|(_, q)| q.split('&').any(|p| p == param));
+        if self.temporary.is_none() && (uri.starts_with("file::memory:") || query("mode=memory")) {
             return Err(Error::Type(
                 "in-memory URIs are private to one connection; open ':memory:' instead".into(),
+            ));
+        }
+        if query("cache=shared") {
+            return Err(Error::Type(
+                "cache=shared would make reads wait on the writer's locks and fail while a transaction \
+                 writes; open the file without it (each reader has a snapshot of its own)"
+                    .into(),
             ));
         }
         Ok(())
