@@ -624,3 +624,39 @@ test('a stream that joins while its group re-runs for an older write waits for a
   }
   assert.deepEqual(stale, []);
 });
+
+test('a VACUUM that gives rows new rowids re-runs the live queries that read them', async (t) => {
+  const db = await fileDb(t);
+  await db.execute('CREATE TABLE v(a)');
+  await db.execute('INSERT INTO v VALUES (1), (2), (3)');
+  await db.execute('DELETE FROM v WHERE a < 3');
+  const rec = new Recorder(db.stream('SELECT rowid AS r, a FROM v'));
+  t.after(() => rec.unsubscribe());
+  await emissionWhere(rec, (rows) => rows[0]?.r === 3);
+  await db.execute('VACUUM');
+  assert.deepEqual(await db.select('SELECT rowid AS r, a FROM v'), [{ r: 1, a: 3 }]);
+  await emissionWhere(rec, (rows) => rows[0]?.r === 1, EMIT_MS, 'the rowid VACUUM gave');
+});
+
+test('live queries of pragma values re-run after writes that change them', async (t) => {
+  const db = await fileDb(t);
+  await db.execute('CREATE TABLE p(a)');
+  const value = (sql, column) => async () => (await db.selectOne(sql))[column];
+  const queries = [
+    ['PRAGMA user_version', 'user_version'],
+    ['SELECT user_version FROM pragma_user_version', 'user_version'],
+    ['PRAGMA application_id', 'application_id'],
+    ['SELECT page_count FROM pragma_page_count', 'page_count'],
+  ];
+  const recs = queries.map(([sql]) => new Recorder(db.stream(sql)));
+  t.after(() => recs.forEach((r) => r.unsubscribe()));
+  for (const rec of recs) await emissionWhere(rec, () => true);
+  await db.execute('PRAGMA user_version = 42');
+  await db.execute('PRAGMA application_id = 7');
+  await db.executeBatch('INSERT INTO p VALUES (?)', Array.from({ length: 2000 }, () => ['x'.repeat(500)]));
+  for (let i = 0; i < queries.length; i++) {
+    const [sql, column] = queries[i];
+    const now = await value(sql, column)();
+    await emissionWhere(recs[i], (rows) => rows[0]?.[column] === now, EMIT_MS, `${sql} = ${now}`);
+  }
+});

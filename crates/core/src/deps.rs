@@ -34,8 +34,24 @@ pub type Dependencies = HashMap<String, TableDep>;
 /// re-runs on every commit (and its result hash keeps it silent when nothing changed).
 pub const ANY_TABLE: &str = "*";
 
+/// The key of a dependency on the database's state beyond its rows: a pragma's value
+/// (`PRAGMA user_version`, `pragma_page_count`, `dbstat`). Writes that change those name no
+/// table (`PRAGMA user_version = 2` changes no row), so a query that reads one re-runs on
+/// every commit, empty ones too.
+pub const ANY_STATE: &str = "**";
+
 struct Collector {
     reads: Vec<(String, String, String)>,
+    /// The statement is a pragma (its query form): it reads state, not rows.
+    pragma: bool,
+}
+
+/// Eponymous virtual tables that report the database's state (pragma functions, `dbstat`),
+/// which no write names: see `ANY_STATE`. (json_each, generate_series and the like are
+/// functions of their arguments, whose own sources report themselves.)
+fn reads_state(table: &str) -> bool {
+    let t = table.as_bytes();
+    (t.len() > 7 && t[..7].eq_ignore_ascii_case(b"pragma_")) || table.eq_ignore_ascii_case("dbstat")
 }
 
 unsafe fn opt_str(p: *const c_char) -> String {
@@ -55,11 +71,15 @@ unsafe extern "C" fn collect(
     schema: *const c_char,
     _accessor: *const c_char,
 ) -> c_int {
-    if action == ffi::SQLITE_READ {
+    if action == ffi::SQLITE_READ || action == ffi::SQLITE_PRAGMA {
         // SAFETY: `ctx` is the collector `dependencies` registered, alive (on its stack) until
         // it unregisters the authorizer; called on that thread during its prepare.
         let c = &mut *(ctx as *mut Collector);
-        c.reads.push((opt_str(schema), opt_str(table), opt_str(column)));
+        if action == ffi::SQLITE_PRAGMA {
+            c.pragma = true;
+        } else {
+            c.reads.push((opt_str(schema), opt_str(table), opt_str(column)));
+        }
     }
     // This stands in for the statement rules while it is installed: a live query is a read,
     // and some pragmas act while they are prepared.
@@ -77,7 +97,7 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
         .map_err(Error::from)?;
     // Before rusqlite's prepare sees the text: it recurses once per extra statement.
     crate::query::require_one_statement(conn, sql)?;
-    let mut collector = Collector { reads: Vec::new() };
+    let mut collector = Collector { reads: Vec::new(), pragma: false };
     // SAFETY: the handle is valid while `conn` is borrowed; the collector outlives the
     // authorizer's registration (removed below before `collector` goes out of scope).
     let db = unsafe { conn.handle() };
@@ -93,7 +113,14 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
 
     let mut columns_of: HashMap<String, Option<Option<Vec<String>>>> = HashMap::new();
     let mut deps = Dependencies::new();
+    if collector.pragma {
+        deps.entry(ANY_STATE.to_owned()).or_default().any_column = true;
+    }
     for (schema, table, column) in collector.reads {
+        if reads_state(&table) {
+            deps.entry(ANY_STATE.to_owned()).or_default().any_column = true;
+            continue;
+        }
         let schema = if schema.is_empty() { "main".to_owned() } else { schema };
         // SQLite's own tables (sqlite_sequence, sqlite_stat1, ...) change without the
         // preupdate hook: any write may have changed them.

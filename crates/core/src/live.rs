@@ -9,7 +9,7 @@
 use crate::completion::{Completion, CompletionSink, Output};
 use crate::connection::{open_reader, Location, OpenOptions};
 use crate::read_connection::ReadConnection;
-use crate::deps::{dependencies, Dependencies, ANY_TABLE};
+use crate::deps::{dependencies, Dependencies, ANY_STATE, ANY_TABLE};
 use crate::encode::EncodedRows;
 use crate::error::{Error, Result};
 use crate::hooks::ChangeSet;
@@ -356,6 +356,10 @@ impl ChangeListener for LiveQueries {
                 if let Some(gids) = st.by_table.get(ANY_TABLE) {
                     hit.extend(gids.iter().copied());
                 }
+            }
+            // Pragma values change in commits that change no row.
+            if let Some(gids) = st.by_table.get(ANY_STATE) {
+                hit.extend(gids.iter().copied());
             }
             for (table, change) in &changes.tables {
                 let Some(gids) = st.by_table.get(table) else { continue };

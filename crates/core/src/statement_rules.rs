@@ -43,6 +43,8 @@ thread_local! {
     static DENIED: RefCell<Option<String>> = const { RefCell::new(None) };
     /// A VACUUM is stepping on this thread: what is prepared now is SQLite's own.
     static IN_VACUUM: Cell<bool> = const { Cell::new(false) };
+    /// A VACUUM ran on this thread since `take_vacuum_ran` last looked.
+    static VACUUM_RAN: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Steps a VACUUM statement (`f`), already prepared under the caller's rule: the transaction
@@ -55,7 +57,15 @@ pub(crate) fn running_vacuum<T>(f: impl FnOnce() -> T) -> T {
         }
     }
     let _restore = Restore(IN_VACUUM.with(|v| v.replace(true)));
+    let _ = VACUUM_RAN.try_with(|v| v.set(true));
     f()
+}
+
+/// Whether a VACUUM ran on this thread since the last call. VACUUM rewrites every table (a
+/// table without an INTEGER PRIMARY KEY gets new rowids) and commits without SQLite's
+/// commit hook: the writer learns of it here.
+pub(crate) fn take_vacuum_ran() -> bool {
+    VACUUM_RAN.try_with(|v| v.replace(false)).unwrap_or(false)
 }
 
 /// A VACUUM is stepping on this thread (for the preupdate hook, which runs inside it).
