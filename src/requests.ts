@@ -675,7 +675,14 @@ export class Requests {
         value = rowsAs(p.kind, decodeRowsIn(this.scratch!, this.floats, a, p.rowMode, this.intMode));
       } else if (entry === ENTRY_EXEC) {
         const f = this.floats!;
-        const rows = b > EXEC_HEADER_BYTES ? decodeRowsIn(this.scratch!, f, a + EXEC_HEADER_BYTES, p.rowMode, this.intMode) : [];
+        let rows: unknown[] = [];
+        if (b > EXEC_HEADER_BYTES) {
+          try {
+            rows = decodeRowsIn(this.scratch!, f, a + EXEC_HEADER_BYTES, p.rowMode, this.intMode);
+          } catch (err) {
+            throw ranButRowsFailed(err);
+          }
+        }
         value = this.executeResult(f[a / 8]!, f[a / 8 + 1]!, rows);
       } else {
         value = this.convert(p.kind, p.rowMode, entry === ENTRY_DONE ? undefined : values![a]);
@@ -797,6 +804,17 @@ export function rethrowLater(err: unknown): void {
       throw err;
     }),
   );
+}
+
+/** The rows a write returned (RETURNING) could not be made (intMode 'number' and an integer
+ * beyond 2^53): the error says that the write itself ran, or a caller might run it again. */
+function ranButRowsFailed(err: unknown): unknown {
+  if (!(err instanceof Error)) return err;
+  const ran = new RangeError(
+    `the statement ran and its changes stand (unless a transaction it runs in is rolled back), but the rows it returned could not be converted: ${err.message}`,
+    { cause: err },
+  );
+  return ran;
 }
 
 /** lastInsertRowid under intMode; in 'number' mode an unsafe rowid is an error that says the

@@ -515,6 +515,19 @@ test("with intMode 'number', only the insert of a rowid beyond 2^53 rejects, not
   assert.deepStrictEqual(await db.execute('INSERT INTO t(id, v) VALUES (5, 4)'), { changes: 1, lastInsertRowid: 5, rows: [] });
 });
 
+test("with intMode 'number', a write whose RETURNING rows hold an integer beyond 2^53 rejects saying that it ran", async (t) => {
+  // It rejected with the generic message of a read: a caller could take it for a failed
+  // insert and run it again.
+  const db = await openMemory(t, { intMode: 'number' });
+  await db.execute('CREATE TABLE t(id INTEGER PRIMARY KEY, v)');
+  const big = 2n ** 60n + 12345n;
+  await assert.rejects(
+    db.execute('INSERT INTO t(id, v) VALUES (1, ?) RETURNING v', [big]),
+    (err) => err instanceof RangeError && /changes stand/.test(err.message) && !err.message.includes('12345'),
+  );
+  assert.deepStrictEqual(await db.select('SELECT id FROM t'), [{ id: 1 }]);
+});
+
 test("SQL's last_insert_rowid() still sees the connection's last insert in a later statement", async (t) => {
   // The result's lastInsertRowid is the statement's own; the connection's value is SQLite's.
   const db = await openMemory(t);
