@@ -317,3 +317,27 @@ test('a key that is not a plain name is not repeated in a message; a NUL in a ke
   // Plain names are still named, as documented.
   await rejectsAsync(() => db.select('SELECT :a AS a', { nmae: 1 }), RangeError, /unknown named parameter 'nmae'/);
 });
+
+test("SQLite's own message never carries a parameter's text, on any path", async (t) => {
+  // json_extract quotes a bad path it was given: "bad JSON path: '<the value>'".
+  const secret = 'hunter2-SECRET';
+  const hidden = (err) => err instanceof SqliteError && !err.message.includes(secret) && /bad JSON path/.test(err.message);
+  for (const options of [undefined, { inlineReads: true }]) {
+    const db = await openMemory(t, options);
+    await db.execute('CREATE TABLE t(j)');
+    await rejectsAsync(() => db.select("SELECT json_extract('{}', ?) AS v", [secret]), hidden);
+    await rejectsAsync(() => db.selectOne("SELECT json_extract('{}', :p) AS v", { p: secret }), hidden);
+    await rejectsAsync(() => db.execute("INSERT INTO t VALUES (json_extract('{}', ?))", [secret]), hidden);
+    await rejectsAsync(() => db.executeBatch("INSERT INTO t VALUES (json_extract('{}', ?))", [['$.a'], [secret]]), hidden);
+    await rejectsAsync(() => db.executeBatch("INSERT INTO t VALUES (json_extract('{}', :p))", [{ p: secret }]), hidden);
+    await rejectsAsync(() => db.transaction((tx) => tx.select("SELECT json_extract('{}', ?) AS v", [secret])), hidden);
+    await rejectsAsync(async () => {
+      for await (const row of db.iterate("SELECT json_extract('{}', ?) AS v", [secret])) void row;
+    }, hidden);
+    await rejectsAsync(async () => {
+      for await (const rows of db.stream("SELECT json_extract('{}', ?) AS v", [secret])) void rows;
+    }, hidden);
+    // Short texts stay (they would match words of the message).
+    await rejectsAsync(() => db.select("SELECT json_extract('{}', ?) AS v", ['x']), (err) => /'x'/.test(err.message));
+  }
+});

@@ -155,7 +155,7 @@ fn read_prepared(stmt: &mut RawStatement, sql: &str, params: &Params, format: Re
         });
     }
     bind(stmt, params).map_err(|e| e.with_sql(sql))?;
-    step_read(stmt, format).map_err(|e| e.with_sql(sql))
+    step_read(stmt, format).map_err(|e| e.with_sql(sql).without_texts(params.texts()))
 }
 
 /// What rows are collected into.
@@ -278,7 +278,7 @@ fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<Ex
         return Ok(ExecOutcome { changes: 0, last_insert_rowid: 0, rows: None });
     }
     let before = conn.total_changes();
-    let enc = returned_rows(conn, sql, &mut stmt).map_err(|e| e.with_sql(sql))?;
+    let enc = returned_rows(conn, sql, &mut stmt).map_err(|e| e.with_sql(sql).without_texts(params.texts()))?;
     let changed = conn.total_changes() != before;
     Ok(ExecOutcome {
         changes: if changed { conn.changes() } else { 0 },
@@ -434,7 +434,7 @@ fn run_part(
         BatchSets::Each(each) => {
             for (i, params) in each.iter().enumerate() {
                 let bound = bind(&mut *stmt, params);
-                run(i, &mut *stmt, bound)?;
+                run(i, &mut *stmt, bound).map_err(|e| e.without_texts(params.texts()))?;
             }
         }
         BatchSets::Packed(packed) => {
@@ -447,7 +447,12 @@ fn run_part(
             }
             packed.for_each_set(|i, values| {
                 let bound = crate::bind::bind_refs(&mut *stmt, values);
-                run(i, &mut *stmt, bound)
+                run(i, &mut *stmt, bound).map_err(|e| {
+                    e.without_texts(values.iter().filter_map(|v| match v {
+                        rusqlite::types::ValueRef::Text(t) => std::str::from_utf8(t).ok(),
+                        _ => None,
+                    }))
+                })
             })?
         }
     }

@@ -64,6 +64,19 @@ impl From<Vec<Value>> for Positional {
 }
 
 impl Params {
+    /// The text values, for keeping them out of error messages (`Error::without_texts`).
+    pub fn texts(&self) -> impl Iterator<Item = &str> + '_ {
+        let (positional, named): (&[Value], &[(String, Value)]) = match self {
+            Params::None => (&[], &[]),
+            Params::Positional(p) => (p, &[]),
+            Params::Named(n) => (&[], n),
+        };
+        positional.iter().chain(named.iter().map(|(_, v)| v)).filter_map(|v| match v {
+            Value::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+    }
+
     pub fn is_empty(&self) -> bool {
         match self {
             Params::None => true,
