@@ -105,6 +105,8 @@ const FORMATS = [Kind.Rows, Kind.FirstRow, Kind.Bytes, Kind.Describe] as const;
 /** Inline results up to this size reuse one Buffer per database instead of a new one each
  * (docs/experiments/022-inline-reads.md); larger ones arrive in a Buffer of their own. */
 const INLINE_SCRATCH_BYTES = 16 * 1024;
+/** Added to a read's format: the addon binds the parameters its inline attempt converted. */
+const READ_PARKED_PARAMS: number = binding.READ_PARKED_PARAMS;
 /** A batch of more sets than this crosses in parts, the first this size, each next one twice
  * the last, up to BATCH_PART_MAX (docs/experiments/060-batch-in-parts.md): the writer starts
  * soon, and a part's own cost stays small beside its rows'. */
@@ -321,6 +323,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
       // The text's reference once taken (a text's number is never given to another while
       // the database is open): taking it again would count a one-off text as seen twice.
       let textRef: string | number | undefined;
+      // The inline attempt declined after converting the parameters: the addon keeps them
+      // for the reader, and the caller's getters do not run twice.
+      let parked = false;
       if (inline && !stop?.signals.some(signalState.aborted)) {
         // Bounded inline read (docs/experiments/022-inline-reads.md): null when it was not
         // eligible, went over budget or failed; then a reader runs it as usual. Only the
@@ -348,15 +353,20 @@ export class Database implements Executor, TransactionHost, StatementHost {
           const rows = decodeRowsIn(scratch, view, 0, o.rowMode, this.#requests.intMode);
           return Promise.resolve(rowsAs(FORMATS[format], rows));
         }
-        if (out !== null) return Promise.resolve(this.#requests.convert(FORMATS[format], o.rowMode, out));
+        if (out === true) parked = true;
+        else if (out !== null) return Promise.resolve(this.#requests.convert(FORMATS[format], o.rowMode, out));
       }
       return this.#requests.start(
         FORMATS[format],
         o.rowMode,
         (id, cancellable) => {
           try {
-            const packed = packParams(params);
             // A statement's number is looked at again: the inline attempt ran getters.
+            if (parked) {
+              binding.dbRead(this.#handle, id, textRef ?? this.#sqlRef(sql), undefined, format | READ_PARKED_PARAMS, cancellable);
+              return;
+            }
+            const packed = packParams(params);
             const ref = textRef ?? this.#sqlRef(sql);
             if (typeof packed === 'string') binding.dbRead(this.#handle, id, ref, PACKED_LAYOUT, format, cancellable, packed);
             else binding.dbRead(this.#handle, id, ref, packed ?? params, format, cancellable);

@@ -17,6 +17,7 @@ interface Binding {
   NativeDatabase: typeof NativeDatabaseClass;
   MAX_PARAMETERS: number;
   MAX_VALUE_BYTES: number;
+  READ_PARKED_PARAMS: number;
   DEFAULT_CHUNK_ROWS: number;
   MAX_CHUNK_ROWS: number;
   MAX_INLINE_BUDGET_US: number;

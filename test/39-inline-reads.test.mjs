@@ -100,6 +100,29 @@ test('a query over budget falls back to a reader, and is not tried inline for it
   assert.deepEqual(await counts(db), { reads: 1, fallbacks: 1 });
 });
 
+test("a read that goes over budget binds the parameters the inline attempt read: the caller's getters run once", async () => {
+  const db = await tmp.open(undefined, { inlineReads: true });
+  // Each read of element 0 answers differently, and the second read throws.
+  let reads = 0;
+  const params = [];
+  Object.defineProperty(params, 0, {
+    enumerable: true,
+    get() {
+      if (++reads === 2) throw new Error('read twice');
+      return reads;
+    },
+  });
+  const heavy = 'SELECT ?1 AS v, (' + HEAVY.replace(' AS n', '') + ') AS n';
+  assert.deepEqual(await db.selectOne(heavy, params), { v: 1, n: 1000000 });
+  assert.equal(reads, 1);
+  assert.deepEqual(await counts(db), { reads: 0, fallbacks: 1 });
+  // A failing statement's error is the reader's, from parameters read once.
+  reads = 0;
+  await assert.rejects(db.selectOne("SELECT ?1 AS v, json('{bad') AS j", params), (err) => err.code === 'SQLITE_ERROR');
+  assert.equal(reads, 1);
+  await db.close();
+});
+
 test('reads see the writes before them; inside a transaction body they go to the writer', async () => {
   const db = await tmp.open(undefined, { inlineReads: true });
   await db.execute('CREATE TABLE k(v)');

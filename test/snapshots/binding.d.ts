@@ -203,3 +203,9 @@ export interface NativeOpenOptions {
   /** `inlineReads`: the budget of a read run on the JS thread, in microseconds; absent: off. */
   inlineBudgetUs?: number
 }
+
+/**
+ * Added to a read's `format`: its parameters are the ones its inline attempt converted
+ * before it declined (`read_inline`), not the value given, whose getters would run again.
+ */
+export declare const READ_PARKED_PARAMS: number

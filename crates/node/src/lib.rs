@@ -128,6 +128,11 @@ pub const MAX_PARAMETERS: u32 = quietsqlite_core::MAX_PARAMETERS;
 #[napi]
 pub const MAX_VALUE_BYTES: u32 = quietsqlite_core::MAX_VALUE_BYTES as u32;
 
+/// Added to a read's `format`: its parameters are the ones its inline attempt converted
+/// before it declined (`read_inline`), not the value given, whose getters would run again.
+#[napi]
+pub const READ_PARKED_PARAMS: u32 = 0x100;
+
 /// `iterate()`'s rows per chunk when `chunkSize` is not given.
 #[napi]
 pub const DEFAULT_CHUNK_ROWS: u32 = quietsqlite_core::iterate::DEFAULT_CHUNK_ROWS;
@@ -201,6 +206,10 @@ pub struct DatabaseState {
     /// on the JS thread only. First, so that it closes first however the state is dropped
     /// (see `NativeDatabase`'s drop).
     inline: std::cell::RefCell<Option<InlineReader>>,
+    /// The parameters an inline read converted before it declined: the reader path takes
+    /// them (`read` with `READ_PARKED_PARAMS`) rather than read the caller's again, whose
+    /// getters would run twice. The JS thread only.
+    parked_params: std::cell::RefCell<Option<quietsqlite_core::Params>>,
     db: Database,
     sink: Arc<NodeSink>,
     /// Prepared statements: the SQL of each id (`prepare_statement`).
@@ -750,6 +759,7 @@ impl NativeDatabase {
             statements: Statements::default(),
             caller: std::sync::OnceLock::new(),
             inline: std::cell::RefCell::new(inline),
+            parked_params: std::cell::RefCell::new(None),
         });
         let handle = handles::add(env.raw(), state.clone());
         Ok(NativeDatabase { state, handle, cleanup })
@@ -797,10 +807,17 @@ impl DatabaseState {
             // The SQL first: a getter of the parameters may close a statement, whose number
             // then goes to the next one registered (the text taken here is kept).
             let sql = self.sql_text_of(&env, sql)?;
-            // SAFETY: the JS thread, this call's env, and values of this call.
-            let params = unsafe { values::request_params(env.raw(), params.raw(), packed_text) }.map_err(|e| throw(&env, e))?;
+            let params = if format & READ_PARKED_PARAMS != 0 {
+                self.parked_params
+                    .borrow_mut()
+                    .take()
+                    .ok_or_else(|| Error::new(Status::GenericFailure, "no parameters were kept for this read"))?
+            } else {
+                // SAFETY: the JS thread, this call's env, and values of this call.
+                unsafe { values::request_params(env.raw(), params.raw(), packed_text) }.map_err(|e| throw(&env, e))?
+            };
             self.db
-                .read(ReadJob { id, sql, params, format: read_format(format), cancellable: cancellable.unwrap_or(false) })
+                .read(ReadJob { id, sql, params, format: read_format(format & !READ_PARKED_PARAMS), cancellable: cancellable.unwrap_or(false) })
                 .map_err(|e| core_error(&env, e))
         })
     }
@@ -810,7 +827,9 @@ impl DatabaseState {
     /// budget, or failed (then `read` runs it on a reader, which reports any error itself).
     /// Rows that fit in `scratch` (a Buffer the caller keeps and decodes at once) are
     /// copied there and their length returned instead: no new Buffer per read (022).
-    /// Parameters are converted as `read` converts them (and fail the same way).
+    /// Parameters are converted as `read` converts them (and fail the same way). `true`:
+    /// declined after the parameters were converted; they are kept for the `read` that
+    /// follows (with `READ_PARKED_PARAMS`).
     pub fn read_inline(
         &self,
         env: Env,
@@ -835,15 +854,27 @@ impl DatabaseState {
             };
             // SAFETY: the JS thread, this call's env, and a value of this call.
             let params = unsafe { values::to_params(env.raw(), params.raw(), "params") }.map_err(|e| throw(&env, e))?;
-            let Ok(mut slot) = self.inline.try_borrow_mut() else { return Ok(None) };
-            let Some(inline) = slot.as_mut() else { return Ok(None) };
+            let declined = |params| -> Result<Option<Unknown<'static>>> {
+                *self.parked_params.borrow_mut() = Some(params);
+                // SAFETY: the JS thread and this call's env; the value is returned at once.
+                unsafe {
+                    let v = values::boolean(env.raw(), true).map_err(|s| napi::Error::from_status(Status::from(s)))?;
+                    Ok(Some(Unknown::from_raw_unchecked(env.raw(), v)))
+                }
+            };
+            let Ok(mut slot) = self.inline.try_borrow_mut() else { return declined(params) };
+            let Some(inline) = slot.as_mut() else { return declined(params) };
             // Closed or re-keyed by a getter: the reader path decides (and reports it).
             if self.db.is_closed() || inline.closes() != closes {
-                return Ok(None);
+                drop(slot);
+                return declined(params);
             }
             let out = match inline.run(&sql, &params, format) {
                 Ok(Inline::Done(out)) => out,
-                Ok(Inline::OverBudget | Inline::NotEligible) | Err(_) => return Ok(None),
+                Ok(Inline::OverBudget | Inline::NotEligible) | Err(_) => {
+                    drop(slot);
+                    return declined(params);
+                }
             };
             // SAFETY: the JS thread, this call's env and values of this call; the value made
             // is returned at once.

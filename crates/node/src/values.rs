@@ -472,6 +472,12 @@ unsafe fn buffer(env: sys::napi_env, bytes: Vec<u8>) -> NapiResult<sys::napi_val
     Err(status)
 }
 
+pub(crate) unsafe fn boolean(env: sys::napi_env, b: bool) -> NapiResult<sys::napi_value> {
+    let mut out = ptr::null_mut();
+    ok(sys::napi_get_boolean(env, b, &mut out))?;
+    Ok(out)
+}
+
 pub(crate) unsafe fn number(env: sys::napi_env, f: f64) -> NapiResult<sys::napi_value> {
     let mut out = ptr::null_mut();
     ok(sys::napi_create_double(env, f, &mut out))?;
