@@ -34,7 +34,7 @@ import {
   NO_SIGNALS,
   raceBody,
   runInContext,
-  settledInContext,
+  promiseInContext,
   Transaction,
   transactionOptions,
   type SavepointOp,
@@ -896,8 +896,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
       signalState.throwIfAborted(signal);
       // A forced close may have begun while this transaction waited for the writer.
       if (this.#forceClosing) throw closedError('the database was closed with force before this transaction began');
-      const result = await raceBody(() => runInContext(this, tx, () => settledInContext(body(tx))), signal, onCancel);
-      tx.bodyEnded();
+      const result = await raceBody(() => runInContext(this, tx, () => promiseInContext(body(tx))), signal, onCancel);
+      tx.callerEnded();
       // Nested bodies the body started but did not await are part of this transaction.
       if (!tx.drainedNow) await raceBody(() => tx.drained(), signal, onCancel);
       tx.end();

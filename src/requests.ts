@@ -675,14 +675,7 @@ export class Requests {
         value = rowsAs(p.kind, decodeRowsIn(this.scratch!, this.floats, a, p.rowMode, this.intMode));
       } else if (entry === ENTRY_EXEC) {
         const f = this.floats!;
-        let rows: unknown[] = [];
-        if (b > EXEC_HEADER_BYTES) {
-          try {
-            rows = decodeRowsIn(this.scratch!, f, a + EXEC_HEADER_BYTES, p.rowMode, this.intMode);
-          } catch (err) {
-            throw ranButRowsFailed(err);
-          }
-        }
+        const rows = b > EXEC_HEADER_BYTES ? returnedRows(() => decodeRowsIn(this.scratch!, f, a + EXEC_HEADER_BYTES, p.rowMode, this.intMode)) : [];
         value = this.executeResult(f[a / 8]!, f[a / 8 + 1]!, rows);
       } else {
         value = this.convert(p.kind, p.rowMode, entry === ENTRY_DONE ? undefined : values![a]);
@@ -719,7 +712,7 @@ export class Requests {
         return payload;
       case Kind.Execute: {
         const [changes, lastId, rows] = payload as [number, number | bigint, Buffer | null];
-        return this.executeResult(changes, lastId, rows === null ? [] : decodeRows(rows, rowMode, this.intMode));
+        return this.executeResult(changes, lastId, rows === null ? [] : returnedRows(() => decodeRows(rows, rowMode, this.intMode)));
       }
       case Kind.Batch:
         return { changes: payload as number };
@@ -806,15 +799,18 @@ export function rethrowLater(err: unknown): void {
   );
 }
 
-/** The rows a write returned (RETURNING) could not be made (intMode 'number' and an integer
- * beyond 2^53): the error says that the write itself ran, or a caller might run it again. */
-function ranButRowsFailed(err: unknown): unknown {
-  if (!(err instanceof Error)) return err;
-  const ran = new RangeError(
-    `the statement ran and its changes stand (unless a transaction it runs in is rolled back), but the rows it returned could not be converted: ${err.message}`,
-    { cause: err },
-  );
-  return ran;
+/** How an error of a write's result begins: the write ran, or a caller might run it again. */
+const RAN = 'the statement ran and its changes stand (unless a transaction it runs in is rolled back), but ';
+
+/** The rows a write returned (RETURNING), decoded by `decode`; when they cannot be made
+ * (intMode 'number' and an integer beyond 2^53), the error says that the write ran. */
+function returnedRows(decode: () => unknown[]): unknown[] {
+  try {
+    return decode();
+  } catch (err) {
+    if (!(err instanceof Error)) throw err;
+    throw new RangeError(`${RAN}the rows it returned could not be converted: ${err.message}`, { cause: err });
+  }
 }
 
 /** lastInsertRowid under intMode; in 'number' mode an unsafe rowid is an error that says the
@@ -822,8 +818,7 @@ function ranButRowsFailed(err: unknown): unknown {
 function rowidFor(value: number | bigint, intMode: IntMode): number | bigint {
   if (typeof value === 'bigint' && intMode === 'number') {
     throw new RangeError(
-      "the statement ran and its changes stand (unless a transaction it runs in is rolled back), but the rowid " +
-        "it inserted is beyond 2^53 and does not fit in a JS number as lastInsertRowid (intMode is 'number'); " +
+      `${RAN}the rowid it inserted is beyond 2^53 and does not fit in a JS number as lastInsertRowid (intMode is 'number'); ` +
         "use intMode 'auto' or 'bigint'",
     );
   }

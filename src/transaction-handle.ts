@@ -118,7 +118,7 @@ export class TransactionHandle {
    * itself fails, the writer has rolled back: rollback() then resolves at once. */
   commit(): Promise<void> {
     if (!this.active) return this.#ended();
-    this.#tx.bodyEnded();
+    this.#tx.callerEnded();
     this.#end('committed');
     const failed = (err: unknown): never => {
       this.#state = 'rolledBack';

@@ -126,12 +126,13 @@ export function runInContext<R>(host: TransactionHost, tx: Transaction, body: ()
 }
 
 /**
- * A body's result as a promise made inside its context (call it there). A thenable that a
- * plain function returns has its `then()` called from a later job; taken up outside the
- * context, calls made from that `then()` went to the database, not the transaction, and
- * waited behind it forever. A promise (an async body's) is returned as it is.
+ * A body's result as a promise made inside its context (call it there): a thenable that a
+ * plain function returns has its `then()` called from a later job, in the context of the
+ * promise that takes it up. Taken up outside the context, calls made from that `then()`
+ * went to the database, not the transaction, and waited behind it forever. A promise (an
+ * async body's) is returned as it is.
  */
-export function settledInContext<R>(result: R | Promise<R>): Promise<R> {
+export function promiseInContext<R>(result: R | Promise<R>): Promise<R> {
   return Promise.resolve(result);
 }
 
@@ -232,11 +233,13 @@ export class Transaction implements Executor, RequestTracker {
   #lane: Promise<void> = Promise.resolve();
   /** Requests sent at this level that have not settled (`RequestTracker`). */
   #unsettled = 0;
-  /** The body has ended: a request that fails from now on is one it left in flight. */
-  #bodyEnded = false;
+  /** `callerEnded()` was called: a request that fails from now on is one left in flight. */
+  #callerEnded = false;
   /** The first request left in flight that failed, with its reason. */
   #leftFailure: { reason: unknown } | undefined;
-  /** Called when the last request left in flight settles (`leftInFlight`). */
+  /** Settles when the last request left in flight settles (`leftInFlight`), and what
+   * settles it. */
+  #leftSettled: Promise<void> | undefined;
   #onLeftSettled: (() => void) | undefined;
 
   constructor(
@@ -272,18 +275,20 @@ export class Transaction implements Executor, RequestTracker {
 
   /** @internal (RequestTracker) A request of this level settled. */
   requestSettled(failed: boolean, reason: unknown): void {
-    if (failed && this.#bodyEnded && this.#leftFailure === undefined) this.#leftFailure = { reason };
+    if (failed && this.#callerEnded && this.#leftFailure === undefined) this.#leftFailure = { reason };
     if (--this.#unsettled === 0 && this.#onLeftSettled !== undefined) {
       const settled = this.#onLeftSettled;
       this.#onLeftSettled = undefined;
+      this.#leftSettled = undefined;
       settled();
     }
   }
 
-  /** The body has returned (or `commit()` was called on a handle): requests of this level
-   * that fail from now on are ones it left in flight and can no longer see. */
-  bodyEnded(): void {
-    this.#bodyEnded = true;
+  /** The code that sends this level's requests has ended (its body returned, or `commit()`
+   * was called on a handle): requests of this level that fail from now on are ones it left
+   * in flight and can no longer see. */
+  callerEnded(): void {
+    this.#callerEnded = true;
   }
 
   /**
@@ -295,7 +300,7 @@ export class Transaction implements Executor, RequestTracker {
    */
   leftInFlight(): Promise<void> | undefined {
     if (this.#unsettled === 0) return undefined;
-    return new Promise<void>((resolve) => (this.#onLeftSettled = resolve));
+    return (this.#leftSettled ??= new Promise<void>((resolve) => (this.#onLeftSettled = resolve)));
   }
 
   /** Throws the reason of the first request left in flight that failed, if one did. */
@@ -338,11 +343,13 @@ export class Transaction implements Executor, RequestTracker {
    * sent at this level, they would commit with this transaction although the nested one
    * rejected.
    */
-  #send<T>(sql: string, send: (sql: string) => Promise<T>): Promise<T> {
+  #send<T>(sql: string, send: (from: Transaction, sql: string) => Promise<T>): Promise<T> {
     if (!this.active) return Promise.reject(transactionEndedError());
     const inside = this.#descendantInContext();
-    if (inside !== undefined) return inside.active ? send(sql) : Promise.reject(transactionEndedError());
-    if (this.#children === 0) return send(sql);
+    // Sent as the nested body's own: its signals cancel it, and it counts among the requests
+    // that body may leave in flight (counted here, a failure of it slipped past both).
+    if (inside !== undefined) return inside.active ? send(inside, sql) : Promise.reject(transactionEndedError());
+    if (this.#children === 0) return send(this, sql);
     // A prepared statement closed while this call waits must not fail it (calls made before
     // close() complete): it is checked now and goes by its text.
     let text = sql;
@@ -354,39 +361,47 @@ export class Transaction implements Executor, RequestTracker {
       }
       text = (sql as unknown as Statement).sql;
     }
-    return this.drained().then(() => (this.active ? send(text) : Promise.reject(transactionEndedError())));
+    // Counted from now: it may be sent after the body ended, and a failure to send it then
+    // (a parameter the binding refuses) is one the body never saw.
+    this.requestSent();
+    const delayed = this.drained().then(() => (this.active ? send(this, text) : Promise.reject(transactionEndedError())));
+    delayed.then(
+      () => this.requestSettled(false, undefined),
+      (err: unknown) => this.requestSettled(true, err),
+    );
+    return delayed;
   }
 
   select<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
   select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
   select<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
-    return this.#send(sql, (text) => this.host.writerRead(this.id, text, params, options, 0, this.signals, this) as Promise<T[]>);
+    return this.#send(sql, (from, text) => this.host.writerRead(from.id, text, params, options, 0, from.signals, from) as Promise<T[]>);
   }
 
   selectOne<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
   selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
   selectOne<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
-    return this.#send(sql, (text) => this.host.writerRead(this.id, text, params, options, 1, this.signals, this) as Promise<T | undefined>);
+    return this.#send(sql, (from, text) => this.host.writerRead(from.id, text, params, options, 1, from.signals, from) as Promise<T | undefined>);
   }
 
   selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer> {
-    return this.#send(sql, (text) => this.host.writerRead(this.id, text, params, options, 2, this.signals, this) as Promise<Buffer>);
+    return this.#send(sql, (from, text) => this.host.writerRead(from.id, text, params, options, 2, from.signals, from) as Promise<Buffer>);
   }
 
   execute<T = SqlValue[]>(sql: string, params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
   execute<T = Row>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
   execute<T>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }> {
-    return this.#send(sql, (text) => this.host.writerExecute(this.id, text, params, options, this.signals, this) as Promise<ExecuteResult & { rows: T[] }>);
+    return this.#send(sql, (from, text) => this.host.writerExecute(from.id, text, params, options, from.signals, from) as Promise<ExecuteResult & { rows: T[] }>);
   }
 
   executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }> {
-    return this.#send(sql, (text) => this.host.writerBatch(this.id, text, paramSets, options, this.signals, this));
+    return this.#send(sql, (from, text) => this.host.writerBatch(from.id, text, paramSets, options, from.signals, from));
   }
 
   /** @internal Prepares (never runs) a prepared statement on this transaction's connection
    * (format 3: its description). */
   describe(sql: string): Promise<unknown> {
-    return this.#send(sql, (text) => this.host.writerRead(this.id, text, undefined, undefined, 3, this.signals, this));
+    return this.#send(sql, (from, text) => this.host.writerRead(from.id, text, undefined, undefined, 3, from.signals, from));
   }
 
   /** A nested transaction: a savepoint inside this one. Nested bodies of one transaction
@@ -417,8 +432,8 @@ export class Transaction implements Executor, RequestTracker {
       const signals = signal === undefined ? this.signals : [...this.signals, signal];
       const inner = new Transaction(this.host, this.id, depth, this, signals);
       try {
-        const result = await raceBody(() => runInContext(this.host, inner, () => settledInContext(body(inner))), signal);
-        inner.bodyEnded();
+        const result = await raceBody(() => runInContext(this.host, inner, () => promiseInContext(body(inner))), signal);
+        inner.callerEnded();
         await inner.drained();
         inner.end();
         // Requests the body left in flight: one that failed undoes its savepoint.

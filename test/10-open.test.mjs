@@ -304,7 +304,7 @@ test('file: URIs with mode=rwc open (readers use mode=ro); in-memory URIs are re
   } finally {
     await db.close();
   }
-  for (const uri of ['file::memory:', 'file:x?mode=memory']) {
+  for (const uri of ['file::memory:', 'file:x?mode=memory', 'file:x?mode=memory#y', 'file:x?mod%65=memory']) {
     await rejectsAsync(() => Database.open(uri), (err) => err instanceof TypeError && /:memory:/.test(err.message), uri);
   }
 });
@@ -314,7 +314,14 @@ test('a URI asking for shared-cache mode is refused: its readers would fail whil
   // SQLITE_LOCKED_SHAREDCACHE instead of reading the last commit.
   const dir = await tempDir(t);
   const file = join(dir, 'shared.db');
-  for (const uri of [`file:${file}?cache=shared`, `file:${file}?mode=rwc&CACHE=SHARED`]) {
+  for (const uri of [
+    `file:${file}?cache=shared`,
+    `file:${file}?mode=rwc&CACHE=SHARED`,
+    // As SQLite reads them: the query ends at '#', and names and values are %-decoded.
+    `file:${file}?cache=shared#x`,
+    `file:${file}?cach%65=shared`,
+    `file:${file}?cache=%73hared`,
+  ]) {
     await rejectsAsync(() => Database.open(uri), (err) => err instanceof TypeError && /cache=shared/.test(err.message), uri);
   }
   // A file name that merely contains the words is a file name.

@@ -526,6 +526,13 @@ test("with intMode 'number', a write whose RETURNING rows hold an integer beyond
     (err) => err instanceof RangeError && /changes stand/.test(err.message) && !err.message.includes('12345'),
   );
   assert.deepStrictEqual(await db.select('SELECT id FROM t'), [{ id: 1 }]);
+  // A result too large for the completion scratch arrives another way: the same message.
+  await db.executeBatch('INSERT INTO t(v) VALUES (?)', Array.from({ length: 3000 }, (_, i) => [i]));
+  await assert.rejects(
+    db.execute("UPDATE t SET v = ? RETURNING v, printf('%.200c', 'x') AS pad", [big]),
+    (err) => err instanceof RangeError && /changes stand/.test(err.message) && !err.message.includes('12345'),
+  );
+  assert.deepStrictEqual(await db.selectOne('SELECT count(*) AS n FROM t WHERE v = 0'), { n: 0 });
 });
 
 test("SQL's last_insert_rowid() still sees the connection's last insert in a later statement", async (t) => {

@@ -612,3 +612,36 @@ test('a plain function body that returns a thenable runs its then() inside the t
   assert.deepEqual(await values(db), ['thenable']);
   await db.close();
 });
+
+test("calls on the outer tx from inside a nested body are the nested body's: one left in flight that fails undoes its savepoint", { timeout: 5000 }, async () => {
+  const db = await fresh();
+  await db.execute('CREATE UNIQUE INDEX t_v ON t(v)');
+  await db.execute("INSERT INTO t(v) VALUES ('dup')");
+  await db.transaction(async (tx) => {
+    await tx.execute("INSERT INTO t(v) VALUES ('outer')");
+    await assert.rejects(
+      tx.transaction(async () => {
+        // The outer handle, closed over: the usual way to write it.
+        for (const v of ['a', 'dup', 'b']) tx.execute('INSERT INTO t(v) VALUES (?)', [v]).catch(() => {});
+      }),
+      (err) => err.code === 'SQLITE_CONSTRAINT_UNIQUE',
+    );
+  });
+  assert.deepEqual((await values(db)).sort(), ['dup', 'outer']);
+  await db.close();
+});
+
+test('a call that waits for a nested body and cannot be sent after the body returned rolls the transaction back', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  await assert.rejects(
+    db.transaction(async (tx) => {
+      await tx.execute("INSERT INTO t(v) VALUES ('x')");
+      void tx.transaction(() => sleep(20));
+      // Waits for the nested body (it would land in its savepoint), then fails to send.
+      tx.execute('INSERT INTO t(v) VALUES (?)', [Symbol('not a value')]).catch(() => {});
+    }),
+    TypeError,
+  );
+  assert.deepEqual(await values(db), []);
+  await db.close();
+});

@@ -636,6 +636,17 @@ test('a VACUUM that gives rows new rowids re-runs the live queries that read the
   await db.execute('VACUUM');
   assert.deepEqual(await db.select('SELECT rowid AS r, a FROM v'), [{ r: 1, a: 3 }]);
   await emissionWhere(rec, (rows) => rows[0]?.r === 1, EMIT_MS, 'the rowid VACUUM gave');
+  // VACUUM INTO leaves this database as it was: nothing re-runs.
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const dir = mkdtempSync(`${tmpdir()}/qs-vacuum-into-`);
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  await settle(db);
+  const before = liveStats(db).reruns;
+  await db.execute('VACUUM INTO ?', [`${dir}/copy.db`]);
+  await settle(db);
+  await sleep(QUIET_MS);
+  assert.equal(liveStats(db).reruns, before);
 });
 
 test('live queries of pragma values re-run after writes that change them', async (t) => {

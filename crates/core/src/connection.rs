@@ -170,13 +170,14 @@ impl Location {
         let uri = self.uri.to_ascii_lowercase();
         // Only the query names a mode: a file name may contain "mode=memory" (escaped paths
         // have no query).
-        let query = |param: &str| uri.split_once('?').is_some_and(|(_, q)| q.split('&').any(|p| p == param));
-        if self.temporary.is_none() && (uri.starts_with("file::memory:") || query("mode=memory")) {
+        let params = uri_query(&uri);
+        let query = |name: &str, value: &str| params.iter().any(|(n, v)| n == name && v == value);
+        if self.temporary.is_none() && (uri.starts_with("file::memory:") || query("mode", "memory")) {
             return Err(Error::Type(
                 "in-memory URIs are private to one connection; open ':memory:' instead".into(),
             ));
         }
-        if query("cache=shared") {
+        if query("cache", "shared") {
             return Err(Error::Type(
                 "cache=shared would make reads wait on the writer's locks and fail while a transaction \
                  writes; open the file without it (each reader has a snapshot of its own)"
@@ -196,6 +197,40 @@ impl Location {
             }
         }
     }
+}
+
+/// The query parameters of a `file:` URI, as SQLite reads them: the query ends at `#`,
+/// parameters are separated by `&`, and `%HH` is decoded in names and values (a check of the
+/// raw text missed `cach%65=shared` and `cache=shared#`).
+fn uri_query(uri: &str) -> Vec<(String, String)> {
+    let Some((_, rest)) = uri.split_once('?') else { return Vec::new() };
+    let query = rest.split('#').next().unwrap_or("");
+    let decode = |s: &str| {
+        let b = s.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            let hex = |c: u8| (c as char).to_digit(16);
+            match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+                (b'%', Some(hi), Some(lo)) => {
+                    out.push((hi * 16 + lo) as u8);
+                    i += 3;
+                }
+                (c, _, _) => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        String::from_utf8_lossy(&out).to_ascii_lowercase()
+    };
+    query
+        .split('&')
+        .map(|p| {
+            let (name, value) = p.split_once('=').unwrap_or((p, ""));
+            (decode(name), decode(value))
+        })
+        .collect()
 }
 
 /// Percent-escapes the characters that would end or alter a URI path.

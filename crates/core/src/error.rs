@@ -49,16 +49,25 @@ impl Error {
         }
     }
 
-    /// Leaves the caller's values out of SQLite's own message, which may quote one (`bad JSON
-    /// path: '...'` from `json_extract`): each text parameter of at least four characters
-    /// found in it becomes `?`. Shorter ones stay: they would match ordinary words of the
-    /// message. Only failing statements pay for this.
+    /// Leaves the caller's values out of SQLite's own message, which quotes some of them
+    /// (`bad JSON path: '...'` from `json_extract`): each text parameter of at least four
+    /// characters that the message quotes as SQLite quotes (between `'` or `"`, the quote
+    /// doubled inside) becomes `?`. Longest first, so that a shorter text inside a longer one
+    /// cannot leave part of it. Unquoted occurrences stay: a parameter equal to a table's name
+    /// must not cut the name out of `UNIQUE constraint failed: users.email`. A value SQLite
+    /// changed before quoting it (`upper(?)`) is not found. Only failing statements pay.
     pub fn without_texts<'t>(self, texts: impl IntoIterator<Item = &'t str>) -> Self {
         match self {
             Error::Sqlite { code, mut message, sql } => {
+                let mut texts: Vec<&str> = texts.into_iter().filter(|t| t.chars().nth(3).is_some()).collect();
+                texts.sort_by_key(|t| std::cmp::Reverse(t.len()));
                 for text in texts {
-                    if text.chars().nth(3).is_some() && message.contains(text) {
-                        message = message.replace(text, "?");
+                    for quote in ['\'', '"'] {
+                        let doubled = format!("{quote}{quote}");
+                        let quoted = format!("{quote}{}{quote}", text.replace(quote, &doubled));
+                        if message.contains(&quoted) {
+                            message = message.replace(&quoted, "?");
+                        }
                     }
                 }
                 Error::Sqlite { code, message, sql }
@@ -299,6 +308,27 @@ impl std::error::Error for Error {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hidden(message: &str, texts: &[&str]) -> String {
+        let e = Error::Sqlite { code: 1, message: message.into(), sql: None };
+        match e.without_texts(texts.iter().copied()) {
+            Error::Sqlite { message, .. } => message,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn quoted_parameter_texts_leave_messages_and_nothing_else_does() {
+        assert_eq!(hidden("bad JSON path: 'hunter2-SECRET'", &["hunter2-SECRET"]), "bad JSON path: ?");
+        // Quoted as SQLite quotes: the apostrophe doubled.
+        assert_eq!(hidden("bad JSON path: 'it''s-secret'", &["it's-secret"]), "bad JSON path: ?");
+        // A shorter text inside a longer one leaves no part of it behind.
+        assert_eq!(hidden("bad JSON path: 'sk_live_9f8e'", &["live", "sk_live_9f8e"]), "bad JSON path: ?");
+        // Unquoted, a text is a word of the message (a table's name), and stays.
+        assert_eq!(hidden("UNIQUE constraint failed: users.email", &["users", "constraint"]), "UNIQUE constraint failed: users.email");
+        // Shorter than four characters: left.
+        assert_eq!(hidden("bad JSON path: 'abc'", &["abc"]), "bad JSON path: 'abc'");
+    }
 
     #[test]
     fn names_extended_codes() {

@@ -258,7 +258,8 @@ fn run(conn: &Connection, q: &Queued, sink: &Arc<dyn CompletionSink>) -> Result<
                 let names = match &names {
                     Some(n) => n.clone(),
                     None => match rows.as_ref() {
-                        Some(stmt) => column_names_of(conn, sql, stmt)?,
+                        // Under the read rule: the names may be read from the SQL prepared again.
+                        Some(stmt) => under(Rule::Read, || column_names_of(conn, sql, stmt))?,
                         None => Vec::new(),
                     },
                 };

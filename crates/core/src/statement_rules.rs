@@ -61,9 +61,9 @@ pub(crate) fn running_vacuum<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// Whether a VACUUM ran on this thread since the last call. VACUUM rewrites every table (a
-/// table without an INTEGER PRIMARY KEY gets new rowids) and commits without SQLite's
-/// commit hook: the writer learns of it here.
+/// Whether a VACUUM ran (or was tried) on this thread since the last call. VACUUM rewrites
+/// every table (a table without an INTEGER PRIMARY KEY gets new rowids) and commits without
+/// SQLite's commit hook: the writer learns of it here, and looks at the schema's version.
 pub(crate) fn take_vacuum_ran() -> bool {
     VACUUM_RAN.try_with(|v| v.replace(false)).unwrap_or(false)
 }

@@ -611,19 +611,20 @@ impl Writer {
 
     fn publish_changes(&mut self) {
         let committed = self.tracker.take_committed();
-        // A VACUUM commits without the commit hook, and may give rows new rowids: every live
-        // query re-runs, as after a schema change (it changes the schema's version too).
+        // A VACUUM commits without the commit hook, and may give rows new rowids. One that
+        // rewrote the file changed the schema's version, and is published as a schema change
+        // (every live query re-runs); `VACUUM INTO` and a VACUUM that failed did not.
         let vacuumed = crate::statement_rules::take_vacuum_ran();
         if committed.is_none() && !vacuumed {
             return;
         }
-        let changes = committed.unwrap_or_default();
         let version: i64 = self
             .conn
             .prepare_cached("PRAGMA schema_version")
             .and_then(|mut s| s.query_row([], |r| r.get(0)))
             .unwrap_or(self.schema_version);
-        let schema_changed = version != self.schema_version || vacuumed;
+        let schema_changed = version != self.schema_version;
+        let Some(changes) = committed.or_else(|| schema_changed.then(Default::default)) else { return };
         self.schema_version = version;
         if schema_changed {
             // Statements prepared against the old schema re-prepare themselves; rusqlite's

@@ -813,6 +813,11 @@ impl DatabaseState {
                     .take()
                     .ok_or_else(|| Error::new(Status::GenericFailure, "no parameters were kept for this read"))?
             } else {
+                // Kept parameters that no read took (the request was refused before it was
+                // sent) go now, not at the next inline read.
+                if let Ok(mut kept) = self.parked_params.try_borrow_mut() {
+                    kept.take();
+                }
                 // SAFETY: the JS thread, this call's env, and values of this call.
                 unsafe { values::request_params(env.raw(), params.raw(), packed_text) }.map_err(|e| throw(&env, e))?
             };
