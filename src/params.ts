@@ -23,7 +23,8 @@ export interface PackedSets {
   nums: Float64Array;
   bigs: BigInt64Array;
   text: string;
-  blobs: Buffer[];
+  /** Every BLOB's bytes, back to back (`nums` holds each one's length). */
+  blobs: Buffer;
 }
 
 /** The most parameters one statement takes (one truth: the native core's constant). */
@@ -223,6 +224,58 @@ function copyViews(values: unknown[], from: number, end: number): void {
   }
 }
 
+/**
+ * A packed part's BLOBs, copied back to back as they are read. One buffer is kept for the
+ * next part (a copy per BLOB, each a Buffer of its own, made a batch of small BLOBs 25-50%
+ * slower: docs/experiments/088). A packing started while the kept one is in use (a getter
+ * that sends a batch) gets one of its own, and a kept buffer that grew past KEPT_MAX is let
+ * go once used.
+ */
+class BlobBytes {
+  static #kept: Buffer | undefined;
+  static #inUse = false;
+  static readonly KEPT_MAX = 8 << 20;
+
+  #buf: Buffer;
+  #used = 0;
+  readonly #shared: boolean;
+
+  private constructor(buf: Buffer, shared: boolean) {
+    this.#buf = buf;
+    this.#shared = shared;
+  }
+
+  /** A buffer to copy a part's BLOBs into; `release()` it when the packing ends. */
+  static take(): BlobBytes {
+    if (BlobBytes.#inUse) return new BlobBytes(Buffer.allocUnsafeSlow(1024), false);
+    BlobBytes.#inUse = true;
+    return new BlobBytes((BlobBytes.#kept ??= Buffer.allocUnsafeSlow(64 * 1024)), true);
+  }
+
+  push(bytes: Buffer): void {
+    const need = this.#used + bytes.length;
+    if (need > this.#buf.length) {
+      const grown = Buffer.allocUnsafeSlow(Math.max(need, this.#buf.length * 2));
+      this.#buf.copy(grown, 0, 0, this.#used);
+      this.#buf = grown;
+    }
+    bytes.copy(this.#buf, this.#used);
+    this.#used = need;
+  }
+
+  /** The bytes copied: valid until the next packing (the addon copies them at once). */
+  bytes(): Buffer {
+    return this.#buf.subarray(0, this.#used);
+  }
+
+  /** The packing ended (packed, declined or thrown): the kept buffer may be used again. */
+  release(): void {
+    if (!this.#shared) return;
+    BlobBytes.#inUse = false;
+    BlobBytes.#kept = this.#buf.length > BlobBytes.KEPT_MAX ? undefined : this.#buf;
+  }
+}
+
 /** Packs `sets[from..to)` when every one of them is an array; undefined otherwise (named sets
  * take the per-value path). Throws TypeError/RangeError for a value that cannot be bound,
  * naming it by its index in `sets`. */
@@ -250,68 +303,72 @@ export function packParamSets(sets: readonly unknown[], from = 0, to = sets.leng
   const nums = new Float64Array(total);
   const texts: string[] = [];
   const bigs: bigint[] = [];
-  const blobs: Buffer[] = [];
-  let v = 0;
-  let textUnits = 0;
-  for (let k = 0; k < count; k++) {
-    const set = taken[k]!;
-    const n = setLens[k]!;
-    const i = from + k;
-    for (let j = 0; j < n; j++, v++) {
-      const x = set[j];
-      switch (typeof x) {
-        case 'number':
-          tags[v] = numberTag(x);
-          nums[v] = x;
-          break;
-        case 'string':
-          tags[v] = PACKED_TEXT;
-          nums[v] = x.length;
-          // Each value is made well-formed on its own (a lone surrogate becomes U+FFFD, as
-          // `execute` converts it): joined raw, a lone surrogate at a value's edge could pair
-          // with its neighbour's and shift every later value. U+FFFD keeps the UTF-16 length.
-          texts.push(wellFormed(x));
-          textUnits += x.length;
-          if (textUnits > PACKED_TEXT_MAX) return undefined;
-          break;
-        case 'boolean':
-          tags[v] = PACKED_INTEGER;
-          nums[v] = x ? 1 : 0;
-          break;
-        case 'bigint':
-          if (BigInt.asIntN(64, x) !== x) {
-            throw new RangeError(`paramSets[${i}][${j}] is a BigInt outside the 64-bit signed integer range`);
-          }
-          tags[v] = PACKED_BIGINT;
-          bigs.push(x);
-          break;
-        case 'undefined':
-          tags[v] = PACKED_NULL;
-          break;
-        case 'object':
-          if (x === null) {
-            tags[v] = PACKED_NULL;
-          } else if (ArrayBuffer.isView(x)) {
-            const bytes = viewBytes(x);
-            // Refused before anything is copied, as `execute` refuses it.
-            if (bytes.length > MAX_VALUE_BYTES) {
-              throw new RangeError(`paramSets[${i}][${j}] is longer than SQLite's limit of ${MAX_VALUE_BYTES} bytes`);
+  const blobs = BlobBytes.take();
+  try {
+    let v = 0;
+    let textUnits = 0;
+    for (let k = 0; k < count; k++) {
+      const set = taken[k]!;
+      const n = setLens[k]!;
+      const i = from + k;
+      for (let j = 0; j < n; j++, v++) {
+        const x = set[j];
+        switch (typeof x) {
+          case 'number':
+            tags[v] = numberTag(x);
+            nums[v] = x;
+            break;
+          case 'string':
+            tags[v] = PACKED_TEXT;
+            nums[v] = x.length;
+            // Each value is made well-formed on its own (a lone surrogate becomes U+FFFD, as
+            // `execute` converts it): joined raw, a lone surrogate at a value's edge could pair
+            // with its neighbour's and shift every later value. U+FFFD keeps the UTF-16 length.
+            texts.push(wellFormed(x));
+            textUnits += x.length;
+            if (textUnits > PACKED_TEXT_MAX) return undefined;
+            break;
+          case 'boolean':
+            tags[v] = PACKED_INTEGER;
+            nums[v] = x ? 1 : 0;
+            break;
+          case 'bigint':
+            if (BigInt.asIntN(64, x) !== x) {
+              throw new RangeError(`paramSets[${i}][${j}] is a BigInt outside the 64-bit signed integer range`);
             }
-            tags[v] = PACKED_BLOB;
-            nums[v] = blobs.length;
-            // Copied now: a getter of a later value may change, detach or shrink these bytes
-            // before the addon copies them (as `execute` binds what a view held when read).
-            blobs.push(Buffer.from(bytes));
-          } else {
+            tags[v] = PACKED_BIGINT;
+            bigs.push(x);
+            break;
+          case 'undefined':
+            tags[v] = PACKED_NULL;
+            break;
+          case 'object':
+            if (x === null) {
+              tags[v] = PACKED_NULL;
+            } else if (ArrayBuffer.isView(x)) {
+              const bytes = viewBytes(x);
+              // Refused before anything is copied, as `execute` refuses it.
+              if (bytes.length > MAX_VALUE_BYTES) {
+                throw new RangeError(`paramSets[${i}][${j}] is longer than SQLite's limit of ${MAX_VALUE_BYTES} bytes`);
+              }
+              tags[v] = PACKED_BLOB;
+              nums[v] = bytes.length;
+              // Copied now: a getter of a later value may change, detach or shrink these bytes
+              // before the addon copies them (as `execute` binds what a view held when read).
+              blobs.push(bytes);
+            } else {
+              throw unsupported(`paramSets[${i}][${j}]`, x);
+            }
+            break;
+          default:
             throw unsupported(`paramSets[${i}][${j}]`, x);
-          }
-          break;
-        default:
-          throw unsupported(`paramSets[${i}][${j}]`, x);
+        }
       }
     }
+    return { setLens, tags, nums, bigs: BigInt64Array.from(bigs), text: texts.join(''), blobs: blobs.bytes() };
+  } finally {
+    blobs.release();
   }
-  return { setLens, tags, nums, bigs: BigInt64Array.from(bigs), text: texts.join(''), blobs };
 }
 
 /**

@@ -286,3 +286,33 @@ test('a batch BLOB binds the bytes it held when it was read, whatever a getter o
     assert.deepEqual(await db.select('SELECT k, hex(v) AS v FROM t ORDER BY k'), [{ k: 1, v: '01020304' }, { k: 2, v: '78' }], name);
   }
 });
+
+test("batch BLOBs keep their bytes across growth, a batch sent from a getter, and a batch that failed to pack", async (t) => {
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(k, v)');
+  const rows = async () => (await db.select('SELECT k, hex(v) AS v FROM t ORDER BY rowid')).map((r) => `${r.k}:${r.v}`);
+  // Past the kept buffer's size, then small again.
+  const big = Array.from({ length: 40 }, (_, i) => [i, Buffer.alloc(64 * 1024, i)]);
+  await db.executeBatch('INSERT INTO t VALUES (?, ?)', big);
+  const stored = await db.select('SELECT k, length(v) AS n, hex(substr(v, 65536, 1)) AS last FROM t ORDER BY k');
+  assert.deepEqual(stored, big.map(([k]) => ({ k, n: 65536, last: k.toString(16).padStart(2, '0').toUpperCase() })));
+  await db.execute('DELETE FROM t');
+  // A getter of the outer batch sends a batch of its own while the outer one is packed.
+  let inner;
+  const set = [2];
+  Object.defineProperty(set, 1, {
+    enumerable: true,
+    get() {
+      inner = db.executeBatch('INSERT INTO t VALUES (?, ?)', [['i', Buffer.from([0xbb, 0xbb])], ['j', Buffer.from([0xcc])]]);
+      return Buffer.from([0xdd]);
+    },
+  });
+  await db.executeBatch('INSERT INTO t VALUES (?, ?)', [[1, Buffer.from([0xaa, 0xaa])], set, [3, Buffer.from([0xee])]]);
+  await inner;
+  assert.deepEqual((await rows()).sort(), ['1:AAAA', '2:DD', '3:EE', 'i:BBBB', 'j:CC']);
+  await db.execute('DELETE FROM t');
+  // A packing that threw leaves nothing behind for the next one.
+  await assert.rejects(db.executeBatch('INSERT INTO t VALUES (?, ?)', [[1, Buffer.from([1])], [2, {}]]), TypeError);
+  await db.executeBatch('INSERT INTO t VALUES (?, ?)', [[4, Buffer.from([4, 4])], [5, Buffer.alloc(0)]]);
+  assert.deepEqual(await rows(), ['4:0404', '5:']);
+});

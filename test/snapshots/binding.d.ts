@@ -29,14 +29,14 @@ export declare class NativeDatabase {
    * `executeBatch` with positional sets packed by the JS side (experiment 005): a few
    * copies instead of one conversion per value; the JS side has validated every value.
    */
-  executeBatchPacked(id: number, tx: number, sql: unknown, setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Array<Buffer>, cancellable?: boolean | undefined | null, inParts?: boolean | undefined | null): void
+  executeBatchPacked(id: number, tx: number, sql: unknown, setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Buffer, cancellable?: boolean | undefined | null, inParts?: boolean | undefined | null): void
   /**
    * The next part of the batch being sent in parts: `param_sets[from..to)`, converted
    * value by value.
    */
   batchPart(paramSets: unknown, from: number, to: number): void
   /** The next part of the batch being sent in parts, packed. */
-  batchPartPacked(setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Array<Buffer>): void
+  batchPartPacked(setLens: Uint32Array, tags: Uint8Array, nums: Float64Array, bigs: BigInt64Array, text: string, blobs: Buffer): void
   /**
    * Ends the batch being sent in parts: `complete`, every part was sent; otherwise (a part
    * could not be prepared) it rolls back and posts no completion.

@@ -143,13 +143,14 @@ pub struct PackedSets {
     /// One `PACKED_*` tag per value.
     pub tags: Vec<u8>,
     /// Per value: the number (INTEGER as an exact f64, REAL), or for TEXT its length in UTF-16
-    /// units, or for BLOB its index in `blobs`.
+    /// units, or for BLOB its length in bytes.
     pub nums: Vec<f64>,
     /// BIGINT values, in order.
     pub bigs: Vec<i64>,
     /// All TEXT values, back to back.
     pub text: Vec<u8>,
-    pub blobs: Vec<Vec<u8>>,
+    /// All BLOB values, back to back: one copy for a batch's BLOBs, not one each.
+    pub blobs: Vec<u8>,
 }
 
 pub const PACKED_NULL: u8 = 0;
@@ -178,9 +179,17 @@ impl PackedSets {
         if bigints != self.bigs.len() {
             return bad("BigInt count differs");
         }
-        let blob_index_ok = |n: f64| n >= 0.0 && n.fract() == 0.0 && (n as usize) < self.blobs.len();
-        if self.tags.iter().zip(&self.nums).any(|(&t, &n)| t == PACKED_BLOB && !blob_index_ok(n)) {
-            return bad("a BLOB index is out of range");
+        let mut blob_bytes = 0u64;
+        for (&t, &n) in self.tags.iter().zip(&self.nums) {
+            if t == PACKED_BLOB {
+                if !(n >= 0.0 && n.fract() == 0.0 && n <= MAX_VALUE_BYTES as f64) {
+                    return bad("a BLOB length is not a length");
+                }
+                blob_bytes += n as u64;
+            }
+        }
+        if blob_bytes != self.blobs.len() as u64 {
+            return bad("the BLOB lengths do not add up to the BLOB bytes");
         }
         Ok(())
     }
@@ -192,7 +201,7 @@ impl PackedSets {
     ) -> std::result::Result<(), E> {
         use rusqlite::types::ValueRef;
         let ascii = self.text.is_ascii();
-        let (mut v, mut tp, mut bp) = (0usize, 0usize, 0usize);
+        let (mut v, mut tp, mut bp, mut blob_at) = (0usize, 0usize, 0usize, 0usize);
         let mut values: Vec<ValueRef<'_>> = Vec::new();
         for (set, &len) in self.set_lens.iter().enumerate() {
             values.clear();
@@ -208,7 +217,12 @@ impl PackedSets {
                         tp = end;
                         ValueRef::Text(t)
                     }
-                    PACKED_BLOB => ValueRef::Blob(&self.blobs[n as usize]),
+                    PACKED_BLOB => {
+                        let end = blob_at + n as usize;
+                        let b = &self.blobs[blob_at..end];
+                        blob_at = end;
+                        ValueRef::Blob(b)
+                    }
                     PACKED_BIGINT => {
                         bp += 1;
                         ValueRef::Integer(self.bigs[bp - 1])
@@ -371,21 +385,23 @@ mod tests {
         let good = PackedSets {
             set_lens: vec![2],
             tags: vec![PACKED_BLOB, PACKED_BIGINT],
-            nums: vec![0.0, 0.0],
+            nums: vec![1.0, 0.0],
             bigs: vec![1],
             text: vec![],
-            blobs: vec![vec![1]],
+            blobs: vec![1],
         };
         assert!(good.check().is_ok());
         let mut more_values = good.clone();
         more_values.set_lens = vec![3];
         let mut no_big = good.clone();
         no_big.bigs.clear();
-        let mut far_blob = good.clone();
-        far_blob.nums[0] = 5.0;
+        let mut long_blob = good.clone();
+        long_blob.nums[0] = 5.0;
+        let mut odd_length = good.clone();
+        odd_length.nums[0] = 0.5;
         let mut too_many = good.clone();
         too_many.set_lens = vec![MAX_PARAMETERS + 1];
-        for bad in [more_values, no_big, far_blob, too_many] {
+        for bad in [more_values, no_big, long_blob, odd_length, too_many] {
             assert!(bad.check().is_err(), "{bad:?}");
         }
     }

@@ -354,7 +354,7 @@ impl NativeDatabase {
         nums: Float64Array,
         bigs: BigInt64Array,
         text: String,
-        blobs: Vec<Buffer>,
+        blobs: Buffer,
         cancellable: Option<bool>,
         in_parts: Option<bool>,
     ) -> Result<()> {
@@ -386,7 +386,7 @@ impl NativeDatabase {
         nums: Float64Array,
         bigs: BigInt64Array,
         text: String,
-        blobs: Vec<Buffer>,
+        blobs: Buffer,
     ) -> Result<()> {
         guard(&env, || {
             let sets = packed_of(&env, set_lens, tags, nums, bigs, text, blobs)?;
@@ -1042,7 +1042,7 @@ fn packed_of(
     nums: Float64Array,
     bigs: BigInt64Array,
     text: String,
-    blobs: Vec<Buffer>,
+    blobs: Buffer,
 ) -> Result<BatchSets> {
     let packed = quietsqlite_core::PackedSets {
         set_lens: set_lens.to_vec(),
@@ -1050,26 +1050,12 @@ fn packed_of(
         nums: nums.to_vec(),
         bigs: bigs.to_vec(),
         text: text.into_bytes(),
-        blobs: blobs_of(&blobs).map_err(|e| throw(env, e))?,
+        // Each BLOB was checked against SQLite's limit by the JS side, naming it, and again
+        // by `check`; the copy of them all is made without aborting when memory runs out.
+        blobs: values::copy_bytes(&blobs, &|| "the BLOBs of paramSets".to_string()).map_err(|e| throw(env, e))?,
     };
     packed.check().map_err(|e| core_error(env, e))?;
     Ok(BatchSets::Packed(packed))
-}
-
-/// Copies of a packed batch's BLOBs, each checked against SQLite's limit before it is copied
-/// (the JS side checks them too, naming the value), and copied without aborting when memory
-/// runs out.
-fn blobs_of(blobs: &[Buffer]) -> std::result::Result<Vec<Vec<u8>>, values::ParamError> {
-    let name = || "a BLOB of paramSets".to_string();
-    let mut out = Vec::new();
-    out.try_reserve_exact(blobs.len()).map_err(|_| values::ParamError::Range("paramSets' BLOBs do not fit in memory".into()))?;
-    for b in blobs {
-        if b.len() > quietsqlite_core::MAX_VALUE_BYTES {
-            return Err(values::too_long(&name));
-        }
-        out.push(values::copy_bytes(b, &name)?);
-    }
-    Ok(out)
 }
 
 // The calls made for every request go through these functions, by the database's number,
