@@ -231,6 +231,11 @@ export class Transaction implements Executor, RequestTracker {
   /** Settles once every nested body started so far has ended: nested bodies of one
    * transaction run one after another (FIFO), each inside its own savepoint. */
   #lane: Promise<void> = Promise.resolve();
+  /** Calls of this level waiting for its nested bodies to end, not sent yet; what settles
+   * when they have all been sent, and what settles it. */
+  #waitingCalls = 0;
+  #callsSent: Promise<void> | undefined;
+  #onCallsSent: (() => void) | undefined;
   /** Requests sent at this level that have not settled (`RequestTracker`). */
   #unsettled = 0;
   /** `callerEnded()` was called: a request that fails from now on is one left in flight. */
@@ -308,15 +313,34 @@ export class Transaction implements Executor, RequestTracker {
     if (this.#leftFailure !== undefined) throw this.#leftFailure.reason;
   }
 
-  /** No nested body of this transaction runs or waits now. */
+  /** No nested body of this transaction runs or waits now, and no call waits for one. */
   get drainedNow(): boolean {
-    return this.#children === 0;
+    return this.#children === 0 && this.#waitingCalls === 0;
   }
 
-  /** Resolves once no nested body of this transaction runs or waits (before COMMIT/RELEASE:
-   * a nested body the caller did not await is still part of this transaction). */
-  drained(): Promise<void> {
-    return this.#children === 0 ? Promise.resolve() : this.#lane.then(() => this.drained());
+  /** Resolves once no nested body of this transaction runs or waits, and the calls that
+   * waited for them have been sent (before COMMIT/RELEASE: a nested body the caller did not
+   * await, and a call it made meanwhile, are still part of this transaction). */
+  async drained(): Promise<void> {
+    while (!this.drainedNow) {
+      if (this.#children > 0) await this.#nestedEnded();
+      else await (this.#callsSent ??= new Promise<void>((resolve) => (this.#onCallsSent = resolve)));
+    }
+  }
+
+  /** Resolves once no nested body of this transaction runs or waits. */
+  #nestedEnded(): Promise<void> {
+    return this.#children === 0 ? Promise.resolve() : this.#lane.then(() => this.#nestedEnded());
+  }
+
+  /** A call that waited for the nested bodies is being sent. */
+  #callWent(): void {
+    if (--this.#waitingCalls === 0 && this.#onCallsSent !== undefined) {
+      const sent = this.#onCallsSent;
+      this.#onCallsSent = undefined;
+      this.#callsSent = undefined;
+      sent();
+    }
   }
 
   #check(): void {
@@ -346,9 +370,10 @@ export class Transaction implements Executor, RequestTracker {
   #send<T>(sql: string, send: (from: Transaction, sql: string) => Promise<T>): Promise<T> {
     if (!this.active) return Promise.reject(transactionEndedError());
     const inside = this.#descendantInContext();
-    // Sent as the nested body's own: its signals cancel it, and it counts among the requests
-    // that body may leave in flight (counted here, a failure of it slipped past both).
-    if (inside !== undefined) return inside.active ? send(inside, sql) : Promise.reject(transactionEndedError());
+    // Sent as the nested body's own, as `db.*` calls from there are: its signals cancel it,
+    // it waits for that body's own nested bodies, and it counts among the requests the body
+    // may leave in flight (counted here, a failure of it slipped past both).
+    if (inside !== undefined) return inside.#send(sql, send);
     if (this.#children === 0) return send(this, sql);
     // A prepared statement closed while this call waits must not fail it (calls made before
     // close() complete): it is checked now and goes by its text.
@@ -362,9 +387,14 @@ export class Transaction implements Executor, RequestTracker {
       text = (sql as unknown as Statement).sql;
     }
     // Counted from now: it may be sent after the body ended, and a failure to send it then
-    // (a parameter the binding refuses) is one the body never saw.
+    // (a parameter the binding refuses) is one the body never saw. The COMMIT (or RELEASE)
+    // waits until it has been sent (`drained`).
     this.requestSent();
-    const delayed = this.drained().then(() => (this.active ? send(this, text) : Promise.reject(transactionEndedError())));
+    this.#waitingCalls++;
+    const delayed = this.#nestedEnded().then(() => {
+      this.#callWent();
+      return this.active ? send(this, text) : Promise.reject(transactionEndedError());
+    });
     delayed.then(
       () => this.requestSettled(false, undefined),
       (err: unknown) => this.requestSettled(true, err),

@@ -645,3 +645,40 @@ test('a call that waits for a nested body and cannot be sent after the body retu
   assert.deepEqual(await values(db), []);
   await db.close();
 });
+
+test('a call made between two nested bodies the body did not await is sent before the COMMIT', { timeout: 5000 }, async () => {
+  // The COMMIT path ended the transaction before the call (waiting for the first nested
+  // body, then the second) was sent: it was dropped, later it rolled the transaction back.
+  const db = await fresh();
+  let call;
+  await db.transaction((tx) => {
+    void tx.transaction(async (n) => n.execute("INSERT INTO t(v) VALUES ('a')"));
+    call = tx.execute("INSERT INTO t(v) VALUES ('outer')");
+    void tx.transaction(async (n) => n.execute("INSERT INTO t(v) VALUES ('b')"));
+  });
+  assert.equal((await call).changes, 1);
+  assert.deepEqual((await values(db)).sort(), ['a', 'b', 'outer']);
+  await db.close();
+});
+
+test("a call on the outer tx from a nested body waits for that body's own nested body, as the body's calls do", { timeout: 5000 }, async () => {
+  const db = await fresh();
+  for (const via of ['n', 'db', 'tx']) {
+    await db.execute('DELETE FROM t');
+    await db.transaction(async (tx) => {
+      await tx.transaction(async (n) => {
+        const failing = n.transaction(async (c) => {
+          await c.execute("INSERT INTO t(v) VALUES ('in c')");
+          await sleep(30);
+          throw new Error('c fails');
+        }).catch(() => {});
+        await sleep(10);
+        const target = via === 'n' ? n : via === 'db' ? db : tx;
+        await target.execute('INSERT INTO t(v) VALUES (?)', [via]);
+        await failing;
+      });
+    });
+    assert.deepEqual(await values(db), [via], via);
+  }
+  await db.close();
+});
