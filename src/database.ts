@@ -779,14 +779,19 @@ export class Database implements Executor, TransactionHost, StatementHost {
       if (p === undefined) {
         return this.#write(Kind.Batch, 'object', (id, c) => this.#native.executeBatch(id, tx, this.#sqlRef(sql), paramSets, c), stop, tracker);
       }
-      return this.#write(
-        Kind.Batch,
-        'object',
-        (id, c) =>
-          this.#native.executeBatchPacked(id, tx, this.#sqlRef(sql), p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs, c),
-        stop,
-        tracker,
-      );
+      try {
+        return this.#write(
+          Kind.Batch,
+          'object',
+          (id, c) =>
+            this.#native.executeBatchPacked(id, tx, this.#sqlRef(sql), p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs, c),
+          stop,
+          tracker,
+        );
+      } finally {
+        // Sent (and copied by the addon) or refused: #write sends at once, or never.
+        p.release();
+      }
     } catch (err) {
       return rejected(err);
     }
@@ -830,16 +835,27 @@ export class Database implements Executor, TransactionHost, StatementHost {
     let opened = false;
     try {
       const first = packParamSets(sets, 0, to);
-      const ref = this.#sqlRef(sql);
-      if (first === undefined) native.executeBatch(id, tx, ref, sets, cancellable, to);
-      else native.executeBatchPacked(id, tx, ref, first.setLens, first.tags, first.nums, first.bigs, first.text, first.blobs, cancellable, true);
+      try {
+        const ref = this.#sqlRef(sql);
+        if (first === undefined) native.executeBatch(id, tx, ref, sets, cancellable, to);
+        else native.executeBatchPacked(id, tx, ref, first.setLens, first.tags, first.nums, first.bigs, first.text, first.blobs, cancellable, true);
+      } finally {
+        first?.release();
+      }
       opened = true;
       for (let size = BATCH_FIRST_PART * 2; to < n && !aborted(); size = Math.min(size * 2, BATCH_PART_MAX)) {
         const from = to;
         to = Math.min(n, from + size);
         const p = packParamSets(sets, from, to);
-        if (p === undefined) native.batchPart(sets, from, to);
-        else native.batchPartPacked(p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs);
+        if (p === undefined) {
+          native.batchPart(sets, from, to);
+          continue;
+        }
+        try {
+          native.batchPartPacked(p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs);
+        } finally {
+          p.release();
+        }
       }
       if (aborted()) throw new Error('aborted while sent');
       complete = true;

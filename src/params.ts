@@ -23,8 +23,10 @@ export interface PackedSets {
   nums: Float64Array;
   bigs: BigInt64Array;
   text: string;
-  /** Every BLOB's bytes, back to back (`nums` holds each one's length). */
+  /** Every BLOB's bytes, back to back (`nums` holds each one's length): valid until
+   * `release()`, which the caller makes once the addon has copied them. */
   blobs: Buffer;
+  release(): void;
 }
 
 /** The most parameters one statement takes (one truth: the native core's constant). */
@@ -227,14 +229,15 @@ function copyViews(values: unknown[], from: number, end: number): void {
 /**
  * A packed part's BLOBs, copied back to back as they are read. One buffer is kept for the
  * next part (a copy per BLOB, each a Buffer of its own, made a batch of small BLOBs 25-50%
- * slower: docs/experiments/088). A packing started while the kept one is in use (a getter
- * that sends a batch) gets one of its own, and a kept buffer that grew past KEPT_MAX is let
- * go once used.
+ * slower: docs/experiments/088). It stays in use until the caller releases it after the
+ * addon's copy: any code that runs before then (a getter that sends a batch, a hook of
+ * `instanceof`) packs into one of its own. A kept buffer that grew past KEPT_MAX is let go
+ * once used; the one kept is zeroed, so that it holds none of the caller's bytes.
  */
 class BlobBytes {
   static #kept: Buffer | undefined;
   static #inUse = false;
-  static readonly KEPT_MAX = 8 << 20;
+  static readonly KEPT_MAX = 4 << 20;
 
   #buf: Buffer;
   #used = 0;
@@ -248,8 +251,9 @@ class BlobBytes {
   /** A buffer to copy a part's BLOBs into; `release()` it when the packing ends. */
   static take(): BlobBytes {
     if (BlobBytes.#inUse) return new BlobBytes(Buffer.allocUnsafeSlow(1024), false);
+    const buf = (BlobBytes.#kept ??= Buffer.alloc(64 * 1024));
     BlobBytes.#inUse = true;
-    return new BlobBytes((BlobBytes.#kept ??= Buffer.allocUnsafeSlow(64 * 1024)), true);
+    return new BlobBytes(buf, true);
   }
 
   push(bytes: Buffer): void {
@@ -268,17 +272,25 @@ class BlobBytes {
     return this.#buf.subarray(0, this.#used);
   }
 
-  /** The packing ended (packed, declined or thrown): the kept buffer may be used again. */
+  /** Its bytes are no longer needed (copied by the addon, or the packing failed): the kept
+   * buffer may be used again. */
   release(): void {
     if (!this.#shared) return;
     BlobBytes.#inUse = false;
-    BlobBytes.#kept = this.#buf.length > BlobBytes.KEPT_MAX ? undefined : this.#buf;
+    if (this.#buf.length > BlobBytes.KEPT_MAX) {
+      BlobBytes.#kept = undefined;
+      return;
+    }
+    this.#buf.fill(0, 0, this.#used);
+    this.#used = 0;
+    BlobBytes.#kept = this.#buf;
   }
 }
 
 /** Packs `sets[from..to)` when every one of them is an array; undefined otherwise (named sets
  * take the per-value path). Throws TypeError/RangeError for a value that cannot be bound,
- * naming it by its index in `sets`. */
+ * naming it by its index in `sets`. The caller releases what it returns once the addon has
+ * copied it. */
 export function packParamSets(sets: readonly unknown[], from = 0, to = sets.length): PackedSets | undefined {
   let total = 0;
   // Each set and its length are read once: a set that grew while its values were read (a
@@ -304,6 +316,7 @@ export function packParamSets(sets: readonly unknown[], from = 0, to = sets.leng
   const texts: string[] = [];
   const bigs: bigint[] = [];
   const blobs = BlobBytes.take();
+  let packed = false;
   try {
     let v = 0;
     let textUnits = 0;
@@ -365,9 +378,19 @@ export function packParamSets(sets: readonly unknown[], from = 0, to = sets.leng
         }
       }
     }
-    return { setLens, tags, nums, bigs: BigInt64Array.from(bigs), text: texts.join(''), blobs: blobs.bytes() };
+    const out = {
+      setLens,
+      tags,
+      nums,
+      bigs: BigInt64Array.from(bigs),
+      text: texts.join(''),
+      blobs: blobs.bytes(),
+      release: () => blobs.release(),
+    };
+    packed = true;
+    return out;
   } finally {
-    blobs.release();
+    if (!packed) blobs.release();
   }
 }
 

@@ -304,7 +304,7 @@ test('file: URIs with mode=rwc open (readers use mode=ro); in-memory URIs are re
   } finally {
     await db.close();
   }
-  for (const uri of ['file::memory:', 'file:x?mode=memory', 'file:x?mode=memory#y', 'file:x?mod%65=memory']) {
+  for (const uri of ['file::memory:', 'file:x?mode=memory', 'file:x?mode=memory#y', 'file:x?mod%65=memory', 'file:x?mode=memory%00']) {
     await rejectsAsync(() => Database.open(uri), (err) => err instanceof TypeError && /:memory:/.test(err.message), uri);
   }
 });
@@ -321,6 +321,8 @@ test('a URI asking for shared-cache mode is refused: its readers would fail whil
     `file:${file}?cache=shared#x`,
     `file:${file}?cach%65=shared`,
     `file:${file}?cache=%73hared`,
+    `file:${file}?cache=shared%00x`,
+    `file:${file}?cache%00zz=shared`,
   ]) {
     await rejectsAsync(() => Database.open(uri), (err) => err instanceof TypeError && /cache=shared/.test(err.message), uri);
   }

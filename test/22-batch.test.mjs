@@ -316,3 +316,34 @@ test("batch BLOBs keep their bytes across growth, a batch sent from a getter, an
   await db.executeBatch('INSERT INTO t VALUES (?, ?)', [[4, Buffer.from([4, 4])], [5, Buffer.alloc(0)]]);
   assert.deepEqual(await rows(), ['4:0404', '5:']);
 });
+
+test("code that runs between a batch's packing and the addon's copy cannot change its BLOBs", async (t) => {
+  // A hook of `instanceof Statement` (looked at when the SQL's number is taken, after the
+  // packing) that sends a batch of its own packed into the buffer the first one used.
+  const { Statement } = await import('../dist/index.mjs');
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(k, v)');
+  const statement = await db.prepare('INSERT INTO t VALUES (?, ?)');
+  // Described by a first run, so that the hook below runs when the next one is sent.
+  await statement.executeBatch([['first', Buffer.from('1')]]);
+  await db.execute("DELETE FROM t");
+  let inner;
+  Object.defineProperty(Statement, Symbol.hasInstance, {
+    configurable: true,
+    value(x) {
+      if (inner === undefined) inner = db.executeBatch('INSERT INTO t VALUES (?, ?)', [['evil', Buffer.from('EVIL')], ['e2', Buffer.from('E')]]);
+      return Function.prototype[Symbol.hasInstance].call(this, x);
+    },
+  });
+  t.after(() => delete Statement[Symbol.hasInstance]);
+  await statement.executeBatch([['good', Buffer.from('good')], ['g2', Buffer.from('G')]]);
+  await inner;
+  assert.notEqual(inner, undefined, 'the hook ran');
+  const rows = await db.select("SELECT k, CAST(v AS TEXT) AS v FROM t ORDER BY k");
+  assert.deepEqual(rows, [
+    { k: 'e2', v: 'E' },
+    { k: 'evil', v: 'EVIL' },
+    { k: 'g2', v: 'G' },
+    { k: 'good', v: 'good' },
+  ]);
+});

@@ -17,10 +17,10 @@ const dir = mkdtempSync(join(tmpdir(), 'qs-bc-'));
 const db = await Database.open(join(dir, 'b.db'));
 await db.execute('CREATE TABLE writes (id INTEGER PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, price REAL, category TEXT, created_at INTEGER)');
 const sql = 'INSERT INTO writes (name, description, price, category, created_at) VALUES (?, ?, ?, ?, ?)';
-for (let i = 0; i < 50; i++) { packParamSets(rows); await db.executeBatch(sql, rows); await db.execute('DELETE FROM writes'); }
+for (let i = 0; i < 50; i++) { packParamSets(rows)?.release?.(); await db.executeBatch(sql, rows); await db.execute('DELETE FROM writes'); }
 let tp = 0, tw = 0, tm = 0, k = 0;
 for (let i = 0; i < 100; i++) {
-  let t0 = performance.now(); packParamSets(rows); tp += performance.now() - t0;
+  let t0 = performance.now(); packParamSets(rows)?.release?.(); tp += performance.now() - t0;
   const e0 = performance.eventLoopUtilization();
   t0 = performance.now(); await db.executeBatch(sql, rows); tw += performance.now() - t0;
   tm += performance.eventLoopUtilization(e0).active;

@@ -39,6 +39,7 @@ const variants = {
   'B packed in JS': (id) => {
     const p = packParamSets(rows);
     nd.executeBatchPacked(id, 0, sql, p.setLens, p.tags, p.nums, p.bigs, p.text, p.blobs);
+    p.release();
   },
 };
 const res = Object.fromEntries(Object.keys(variants).map((k) => [k, { js: [], total: [] }]));

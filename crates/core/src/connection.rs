@@ -199,12 +199,13 @@ impl Location {
     }
 }
 
-/// The query parameters of a `file:` URI, as SQLite reads them: the query ends at `#`,
-/// parameters are separated by `&`, and `%HH` is decoded in names and values (a check of the
-/// raw text missed `cach%65=shared` and `cache=shared#`).
+/// The query parameters of a `file:` URI, as SQLite reads them: the URI ends at `#`,
+/// parameters are separated by `&`, `%HH` is decoded in names and values, and a name or value
+/// ends at a decoded NUL (a check of the raw text missed `cach%65=shared`, `cache=shared#`
+/// and `cache=shared%00x`).
 fn uri_query(uri: &str) -> Vec<(String, String)> {
-    let Some((_, rest)) = uri.split_once('?') else { return Vec::new() };
-    let query = rest.split('#').next().unwrap_or("");
+    let before_fragment = uri.split('#').next().unwrap_or("");
+    let Some((_, query)) = before_fragment.split_once('?') else { return Vec::new() };
     let decode = |s: &str| {
         let b = s.as_bytes();
         let mut out = Vec::with_capacity(b.len());
@@ -221,6 +222,9 @@ fn uri_query(uri: &str) -> Vec<(String, String)> {
                     i += 1;
                 }
             }
+        }
+        if let Some(nul) = out.iter().position(|&c| c == 0) {
+            out.truncate(nul);
         }
         String::from_utf8_lossy(&out).to_ascii_lowercase()
     };

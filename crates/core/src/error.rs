@@ -59,7 +59,12 @@ impl Error {
     pub fn without_texts<'t>(self, texts: impl IntoIterator<Item = &'t str>) -> Self {
         match self {
             Error::Sqlite { code, mut message, sql } => {
-                let mut texts: Vec<&str> = texts.into_iter().filter(|t| t.chars().nth(3).is_some()).collect();
+                // SQLite quotes a text up to its first NUL.
+                let mut texts: Vec<&str> = texts
+                    .into_iter()
+                    .map(|t| t.split('\0').next().unwrap_or(""))
+                    .filter(|t| t.chars().nth(3).is_some())
+                    .collect();
                 texts.sort_by_key(|t| std::cmp::Reverse(t.len()));
                 for text in texts {
                     for quote in ['\'', '"'] {
@@ -326,6 +331,8 @@ mod tests {
         assert_eq!(hidden("bad JSON path: 'sk_live_9f8e'", &["live", "sk_live_9f8e"]), "bad JSON path: ?");
         // Unquoted, a text is a word of the message (a table's name), and stays.
         assert_eq!(hidden("UNIQUE constraint failed: users.email", &["users", "constraint"]), "UNIQUE constraint failed: users.email");
+        // Quoted up to its NUL.
+        assert_eq!(hidden("bad JSON path: 'sk_live_SECRET'", &["sk_live_SECRET\0x"]), "bad JSON path: ?");
         // Shorter than four characters: left.
         assert_eq!(hidden("bad JSON path: 'abc'", &["abc"]), "bad JSON path: 'abc'");
     }

@@ -161,9 +161,10 @@ pub const PACKED_BLOB: u8 = 4;
 pub const PACKED_BIGINT: u8 = 5;
 
 impl PackedSets {
-    /// Checks that the arrays agree with each other (one tag and number per value, every
-    /// BIGINT and BLOB present, no set over the parameter limit), so walking them cannot
-    /// index out of bounds whatever a caller sent.
+    /// Checks that the arrays agree with each other (one known tag and number per value,
+    /// every BIGINT present, the BLOB lengths adding up to their bytes and the TEXT lengths
+    /// within the text, no set over the parameter limit), so walking them cannot index out of
+    /// bounds whatever a caller sent.
     pub fn check(&self) -> crate::Result<()> {
         let bad = |what: &str| Err(crate::Error::Type(format!("packed parameter sets are inconsistent: {what}")));
         if let Some(i) = self.set_lens.iter().position(|&n| n > MAX_PARAMETERS) {
@@ -179,17 +180,26 @@ impl PackedSets {
         if bigints != self.bigs.len() {
             return bad("BigInt count differs");
         }
-        let mut blob_bytes = 0u64;
+        // One pass over the tags, none over the text: this runs on the JS thread.
+        let is_length = |n: f64| n >= 0.0 && n.fract() == 0.0 && n <= MAX_VALUE_BYTES as f64;
+        let (mut blob_bytes, mut text_units) = (0u64, 0u64);
         for (&t, &n) in self.tags.iter().zip(&self.nums) {
-            if t == PACKED_BLOB {
-                if !(n >= 0.0 && n.fract() == 0.0 && n <= MAX_VALUE_BYTES as f64) {
-                    return bad("a BLOB length is not a length");
-                }
-                blob_bytes += n as u64;
+            match t {
+                PACKED_NULL | PACKED_INTEGER | PACKED_REAL | PACKED_BIGINT => {}
+                PACKED_BLOB | PACKED_TEXT if !is_length(n) => return bad("a length is not a length"),
+                PACKED_BLOB => blob_bytes += n as u64,
+                PACKED_TEXT => text_units += n as u64,
+                _ => return bad("an unknown value tag"),
             }
         }
         if blob_bytes != self.blobs.len() as u64 {
             return bad("the BLOB lengths do not add up to the BLOB bytes");
+        }
+        // A UTF-16 unit takes at least one byte of UTF-8: within this, ASCII text (walked by
+        // sums) stays inside the text; other text is walked character by character, and
+        // `utf8_walk` stops at its end.
+        if text_units > self.text.len() as u64 {
+            return bad("the TEXT lengths run past the text");
         }
         Ok(())
     }
@@ -312,7 +322,8 @@ fn utf8_walk(text: &[u8], start: usize, units: usize) -> (usize, usize) {
         i += bytes;
         seen += u;
     }
-    (i, seen)
+    // A last character cut short (bytes that are not UTF-8): the text's end, not past it.
+    (i.min(text.len()), seen)
 }
 
 #[cfg(test)]
@@ -401,7 +412,30 @@ mod tests {
         odd_length.nums[0] = 0.5;
         let mut too_many = good.clone();
         too_many.set_lens = vec![MAX_PARAMETERS + 1];
-        for bad in [more_values, no_big, long_blob, odd_length, too_many] {
+        let text = |tags: Vec<u8>, nums: Vec<f64>, text: &str| PackedSets {
+            set_lens: vec![tags.len() as u32],
+            tags,
+            nums,
+            bigs: vec![],
+            text: text.as_bytes().to_vec(),
+            blobs: vec![],
+        };
+        assert!(text(vec![PACKED_TEXT, PACKED_TEXT], vec![1.0, 2.0], "a😀").check().is_ok());
+        let long_text = text(vec![PACKED_TEXT], vec![1000.0], "ab");
+        let huge_text = text(vec![PACKED_TEXT], vec![1e300], "ab");
+        let unknown_tag = text(vec![9], vec![0.0], "");
+        // Inconsistent but inside the text: refused or not, walking it stays in bounds.
+        for odd in [text(vec![PACKED_TEXT, PACKED_TEXT], vec![2.0, 1.0], "a😀"), text(vec![PACKED_TEXT], vec![1.0], "ab")] {
+            if odd.check().is_ok() {
+                odd.for_each_set(|_, _| -> std::result::Result<(), ()> { Ok(()) }).unwrap();
+            }
+        }
+        let mut cut = text(vec![PACKED_TEXT], vec![2.0], "");
+        cut.text = vec![b'a', 0xf0];
+        if cut.check().is_ok() {
+            cut.for_each_set(|_, _| -> std::result::Result<(), ()> { Ok(()) }).unwrap();
+        }
+        for bad in [more_values, no_big, long_blob, odd_length, too_many, long_text, huge_text, unknown_tag] {
             assert!(bad.check().is_err(), "{bad:?}");
         }
     }
