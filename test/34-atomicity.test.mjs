@@ -17,6 +17,14 @@ async function fresh() {
   return db;
 }
 
+/** `fresh()` with a unique `v` and a row 'dup': inserting 'dup' again fails. */
+async function freshWithDup() {
+  const db = await fresh();
+  await db.execute('CREATE UNIQUE INDEX t_v ON t(v)');
+  await db.execute("INSERT INTO t(v) VALUES ('dup')");
+  return db;
+}
+
 // ---- calls left behind by a body ----
 
 test('a body that goes on after its signal aborted cannot commit through db', { timeout: 5000 }, async () => {
@@ -454,9 +462,7 @@ test('a live query cannot change the reader it runs on', { timeout: 5000 }, asyn
 // ---- requests a body left in flight ----
 
 test('a request the body left in flight that fails rolls the transaction back; transaction() rejects with its error', { timeout: 5000 }, async () => {
-  const db = await fresh();
-  await db.execute('CREATE UNIQUE INDEX t_v ON t(v)');
-  await db.execute("INSERT INTO t(v) VALUES ('dup')");
+  const db = await freshWithDup();
   const left = [];
   const txp = db.transaction(async (tx) => {
     left.push(tx.execute("INSERT INTO t(v) VALUES ('a')"));
@@ -520,9 +526,7 @@ test('a signal that aborts after the body returned, while its requests are queue
 });
 
 test('a nested body whose left request fails undoes its savepoint only', { timeout: 5000 }, async () => {
-  const db = await fresh();
-  await db.execute('CREATE UNIQUE INDEX t_v ON t(v)');
-  await db.execute("INSERT INTO t(v) VALUES ('dup')");
+  const db = await freshWithDup();
   await db.transaction(async (tx) => {
     await tx.execute("INSERT INTO t(v) VALUES ('outer')");
     await assert.rejects(
@@ -538,9 +542,7 @@ test('a nested body whose left request fails undoes its savepoint only', { timeo
 });
 
 test('a begin() handle: a request left in flight at commit() that fails rolls back; rollback() after a failed commit() resolves', { timeout: 5000 }, async () => {
-  const db = await fresh();
-  await db.execute('CREATE UNIQUE INDEX t_v ON t(v)');
-  await db.execute("INSERT INTO t(v) VALUES ('dup')");
+  const db = await freshWithDup();
   let h = await db.begin();
   h.execute("INSERT INTO t(v) VALUES ('a')").catch(() => {});
   h.execute("INSERT INTO t(v) VALUES ('dup')").catch(() => {});
@@ -614,9 +616,7 @@ test('a plain function body that returns a thenable runs its then() inside the t
 });
 
 test("calls on the outer tx from inside a nested body are the nested body's: one left in flight that fails undoes its savepoint", { timeout: 5000 }, async () => {
-  const db = await fresh();
-  await db.execute('CREATE UNIQUE INDEX t_v ON t(v)');
-  await db.execute("INSERT INTO t(v) VALUES ('dup')");
+  const db = await freshWithDup();
   await db.transaction(async (tx) => {
     await tx.execute("INSERT INTO t(v) VALUES ('outer')");
     await assert.rejects(
