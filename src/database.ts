@@ -894,6 +894,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
     const cancel = (reason: unknown): void => {
       cancelled ??= { reason };
       cancelPhase?.(reason);
+      tx.cancelNested(reason);
     };
     const onCancel = (c: (reason: unknown) => void): void => {
       cancelPhase = c;

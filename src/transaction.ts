@@ -236,6 +236,10 @@ export class Transaction implements Executor, RequestTracker {
   #waitingCalls = 0;
   #callsSent: Promise<void> | undefined;
   #onCallsSent: (() => void) | undefined;
+  /** At the outermost level: how to end each phase of a nested transaction that a forced
+   * close must end (`cancelNested`), and that close's reason once it came. */
+  #nestedCancels: Set<(reason: unknown) => void> | undefined;
+  #cancelled: { reason: unknown } | undefined;
   /** Requests sent at this level that have not settled (`RequestTracker`). */
   #unsettled = 0;
   /** `callerEnded()` was called: a request that fails from now on is one left in flight. */
@@ -454,21 +458,31 @@ export class Transaction implements Executor, RequestTracker {
     this.#lane = Promise.all([before, mine]).then(() => {});
     this.#children++;
     this.#nestedEver = true;
+    // A forced close ends every phase of this nested transaction as it ends the outermost
+    // one's: a nested body that never settles no longer keeps its `transaction()`, and the
+    // calls that wait for it, pending forever.
+    const root = this.#root();
+    const registered: ((reason: unknown) => void)[] = [];
+    const onCancel = (cancel: (reason: unknown) => void): void => {
+      if (root.#cancelled !== undefined) return cancel(root.#cancelled.reason);
+      (root.#nestedCancels ??= new Set()).add(cancel);
+      registered.push(cancel);
+    };
     try {
-      await raceBody(() => before, signal);
+      await raceBody(() => before, signal, onCancel);
       this.#check();
       const depth = this.depth + 1;
       await this.host.writerSavepoint(this.id, SavepointOp.Begin, depth);
       const signals = signal === undefined ? this.signals : [...this.signals, signal];
       const inner = new Transaction(this.host, this.id, depth, this, signals);
       try {
-        const result = await raceBody(() => runInContext(this.host, inner, () => promiseInContext(body(inner))), signal);
+        const result = await raceBody(() => runInContext(this.host, inner, () => promiseInContext(body(inner))), signal, onCancel);
         inner.callerEnded();
-        await inner.drained();
+        if (!inner.drainedNow) await raceBody(() => inner.drained(), signal, onCancel);
         inner.end();
         // Requests the body left in flight: one that failed undoes its savepoint.
         const left = inner.leftInFlight();
-        if (left !== undefined) await raceBody(() => left, signal);
+        if (left !== undefined) await raceBody(() => left, signal, onCancel);
         inner.throwIfLeftFailed();
         // Savepoints are named by depth: if this level ended while the body ran, its
         // savepoint was rolled back with it, and releasing "the one at this depth" would
@@ -484,8 +498,22 @@ export class Transaction implements Executor, RequestTracker {
         throw err;
       }
     } finally {
+      for (const cancel of registered) root.#nestedCancels?.delete(cancel);
       this.#children--;
       done();
     }
+  }
+
+  #root(): Transaction {
+    let t: Transaction = this;
+    while (t.parent !== undefined) t = t.parent;
+    return t;
+  }
+
+  /** @internal A forced close ends this (outermost) transaction: its nested transactions,
+   * running or waiting, reject with `reason` too. */
+  cancelNested(reason: unknown): void {
+    this.#cancelled ??= { reason };
+    for (const cancel of [...(this.#nestedCancels ?? [])]) cancel(reason);
   }
 }

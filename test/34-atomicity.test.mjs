@@ -682,3 +682,44 @@ test("a call on the outer tx from a nested body waits for that body's own nested
   }
   await db.close();
 });
+
+test('a forced close settles a nested transaction whose body never ends, and the calls waiting for it', { timeout: 5000 }, async () => {
+  const db = await fresh();
+  let nested;
+  let call;
+  const txp = db.transaction(async (tx) => {
+    nested = tx.transaction(() => new Promise(() => {}));
+    call = tx.execute("INSERT INTO t(v) VALUES ('outer')");
+    // Handled now: they reject during close(), before the assertions below look at them.
+    nested.catch(() => {});
+    call.catch(() => {});
+  });
+  txp.catch(() => {});
+  await sleep(30);
+  await db.close({ force: true });
+  await assert.rejects(within(txp, 'the transaction'), (err) => err.code === 'ERR_QUIETSQLITE_CLOSED');
+  await assert.rejects(within(nested, 'the nested transaction'), (err) => err.code === 'ERR_QUIETSQLITE_CLOSED');
+  // It was never sent: the transaction it waited in has ended (or the database closed).
+  await assert.rejects(within(call, 'the waiting call'), (err) => err.code === ENDED || err.code === 'ERR_QUIETSQLITE_CLOSED');
+});
+
+test("a nested transaction's signal ends it while it waits for a nested body of its own", { timeout: 5000 }, async () => {
+  const db = await fresh();
+  const controller = new AbortController();
+  const reason = new Error('stop');
+  let settledAfter;
+  await db.transaction(async (tx) => {
+    const started = performance.now();
+    const nested = tx.transaction(
+      async (inner) => {
+        inner.transaction(() => sleep(300)).catch(() => {});
+      },
+      { signal: controller.signal },
+    );
+    setTimeout(() => controller.abort(reason), 20);
+    await assert.rejects(nested, (err) => err === reason);
+    settledAfter = performance.now() - started;
+  });
+  assert.ok(settledAfter < 250, `the nested transaction settled after ${settledAfter.toFixed(0)} ms, not at its abort`);
+  await db.close();
+});
