@@ -218,12 +218,15 @@ function isDataProperty(a: unknown[], k: number): boolean {
   return d !== undefined && 'value' in d;
 }
 
+/** A view as a copy of its bytes (read with the engine's own getters, as `execute` reads
+ * them); any other value as it is. */
+function copyOfView(v: unknown): unknown {
+  return ArrayBuffer.isView(v) ? Buffer.from(viewBytes(v)) : v;
+}
+
 /** Replaces each view in `values[from..end)` by a copy of its bytes. */
 function copyViews(values: unknown[], from: number, end: number): void {
-  for (let k = from; k < end; k++) {
-    const v = values[k];
-    if (ArrayBuffer.isView(v)) values[k] = Buffer.from(viewBytes(v));
-  }
+  for (let k = from; k < end; k++) values[k] = copyOfView(values[k]);
 }
 
 /**
@@ -412,9 +415,6 @@ export function bindable(params: unknown): unknown {
 export function paramsAsOfNow(params: unknown): unknown {
   // A lone view is refused by the conversion later, with select()'s message.
   if (params === undefined || params === null || typeof params !== 'object' || ArrayBuffer.isView(params)) return params;
-  // The bytes of a view, read with the engine's own getters (as `execute` reads them, not
-  // properties the object may shadow), copied.
-  const copy = (v: unknown): unknown => (ArrayBuffer.isView(v) ? Buffer.from(viewBytes(v)) : v);
   if (Array.isArray(params)) {
     // Checked before anything is sized by it: a sparse array may claim 2^32-1 elements
     // (copying those blocked the event loop for minutes).
@@ -422,7 +422,7 @@ export function paramsAsOfNow(params: unknown): unknown {
       throw new RangeError(`params has ${params.length} elements; a statement takes at most ${MAX_PARAMETERS} parameters`);
     }
     const out: unknown[] = new Array(params.length);
-    for (let i = 0; i < params.length; i++) out[i] = copy(params[i]);
+    for (let i = 0; i < params.length; i++) out[i] = copyOfView(params[i]);
     return out;
   }
   // Any other object is read now, its own enumerable keys as the conversion reads them (a
@@ -430,6 +430,6 @@ export function paramsAsOfNow(params: unknown): unknown {
   // Without a prototype: an own `__proto__` key (JSON.parse makes one) is a key like any other
   // here, as the binding reads it, not a change of the copy's prototype.
   const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
-  for (const key of Object.keys(params)) out[key] = copy((params as Record<string, unknown>)[key]);
+  for (const key of Object.keys(params)) out[key] = copyOfView((params as Record<string, unknown>)[key]);
   return out;
 }

@@ -291,11 +291,11 @@ test("batch BLOBs keep their bytes across growth, a batch sent from a getter, an
   const db = await openMemory(t);
   await db.execute('CREATE TABLE t(k, v)');
   const rows = async () => (await db.select('SELECT k, hex(v) AS v FROM t ORDER BY rowid')).map((r) => `${r.k}:${r.v}`);
-  // Past the kept buffer's size, then small again.
-  const big = Array.from({ length: 40 }, (_, i) => [i, Buffer.alloc(64 * 1024, i)]);
+  // Past the kept buffer's size (5 MiB in one part, past the 4 MiB kept), then small again.
+  const big = Array.from({ length: 40 }, (_, i) => [i, Buffer.alloc(128 * 1024, i)]);
   await db.executeBatch('INSERT INTO t VALUES (?, ?)', big);
-  const stored = await db.select('SELECT k, length(v) AS n, hex(substr(v, 65536, 1)) AS last FROM t ORDER BY k');
-  assert.deepEqual(stored, big.map(([k]) => ({ k, n: 65536, last: k.toString(16).padStart(2, '0').toUpperCase() })));
+  const stored = await db.select('SELECT k, length(v) AS n, hex(substr(v, 131072, 1)) AS last FROM t ORDER BY k');
+  assert.deepEqual(stored, big.map(([k]) => ({ k, n: 131072, last: k.toString(16).padStart(2, '0').toUpperCase() })));
   await db.execute('DELETE FROM t');
   // A getter of the outer batch sends a batch of its own while the outer one is packed.
   let inner;
