@@ -248,6 +248,30 @@ test('blobs: Buffer, Uint8Array, DataView and other typed arrays bind as BLOB; B
   assert.deepStrictEqual(row, { e: Buffer.alloc(0), z: Buffer.alloc(3), t: 'blob' });
 });
 
+test('a length-tracking view left past the end of its shrunk buffer binds as an empty BLOB on every path', async (t) => {
+  // JavaScript sees it as empty (byteLength 0); Node-API still reports its old offset. Some
+  // paths bound it as an empty BLOB, others rejected it as reaching past its buffer.
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(k, v)');
+  const buffer = new ArrayBuffer(32, { maxByteLength: 64 });
+  const view = new Uint8Array(buffer, 20);
+  buffer.resize(12);
+  assert.equal(view.byteLength, 0);
+  const hex = 'SELECT hex(?) AS h, typeof(?) AS t';
+  assert.deepEqual(await db.selectOne(hex, [view, view]), { h: '', t: 'blob' });
+  assert.deepEqual(await db.selectOne('SELECT hex(:v) AS h', { v: view }), { h: '' });
+  await db.execute('INSERT INTO t VALUES (1, ?)', [view]);
+  await db.executeBatch('INSERT INTO t VALUES (?, ?)', [[2, view]]);
+  await db.executeBatch('INSERT INTO t VALUES (:k, :v)', [{ k: 3, v: view }]);
+  await db.transaction((tx) => tx.execute('INSERT INTO t VALUES (4, ?)', [view]));
+  for await (const row of db.iterate(hex, [view, view])) assert.deepEqual(row, { h: '', t: 'blob' });
+  assert.deepEqual(await db.select('SELECT k, hex(v) AS h, typeof(v) AS t FROM t ORDER BY k'), [1, 2, 3, 4].map((k) => ({ k, h: '', t: 'blob' })));
+  // A DataView over the same buffer, likewise.
+  const dv = new DataView(buffer, 0);
+  buffer.resize(0);
+  assert.deepEqual(await db.selectOne(hex, [dv, dv]), { h: '', t: 'blob' });
+});
+
 test('a 5 MB blob round-trips byte for byte', async (t) => {
   const db = await openMemory(t);
   const big = Buffer.alloc(5 * 1024 * 1024);

@@ -341,3 +341,31 @@ test("SQLite's own message never carries a parameter's text, on any path", async
     await rejectsAsync(() => db.select("SELECT json_extract('{}', ?) AS v", ['x']), (err) => /'x'/.test(err.message));
   }
 });
+
+test("nor a file name, BLOB or integer it was given (a hostile probe's finds)", async (t) => {
+  // `VACUUM INTO ?` and `ATTACH ?` name the file they could not open, bare; json_extract
+  // quotes a BLOB's bytes and an integer's digits as it quotes a text.
+  const path = '/no-such-dir/customer-4711-export.db';
+  const without = (secret, pattern) => (err) =>
+    err instanceof SqliteError && !err.message.includes(secret) && pattern.test(err.message);
+  for (const options of [undefined, { inlineReads: true }]) {
+    const db = await openMemory(t, options);
+    await db.execute('CREATE TABLE t(j)');
+    await rejectsAsync(() => db.execute('VACUUM INTO ?', [path]), without(path, /unable to open/));
+    await rejectsAsync(() => db.execute('ATTACH ? AS other', [path]), without(path, /unable to open/));
+    await rejectsAsync(() => db.transaction((tx) => tx.execute('ATTACH :p AS other', { p: path })), without(path, /unable to open/));
+    const digits = 4111111111111111;
+    await rejectsAsync(() => db.select("SELECT json_extract('{}', ?) AS v", [digits]), without(String(digits), /bad JSON path/));
+    await rejectsAsync(() => db.select("SELECT json_extract('{}', ?) AS v", [BigInt(digits)]), without(String(digits), /bad JSON path/));
+    const blob = Buffer.from('hunter2-blob-SECRET');
+    await rejectsAsync(() => db.selectOne("SELECT json_extract('{}', ?) AS v", [blob]), without('hunter2', /bad JSON path/));
+    await rejectsAsync(
+      () => db.executeBatch("INSERT INTO t VALUES (json_extract('{}', ?))", [['$.a'], [new Uint8Array(blob)]]),
+      without('hunter2', /bad JSON path/),
+    );
+    // A value that could be a name stays where it stands bare: it may be the message's own word.
+    await db.execute('CREATE TABLE users(email TEXT UNIQUE)');
+    await db.execute('INSERT INTO users VALUES (?)', ['email']);
+    await rejectsAsync(() => db.execute('INSERT INTO users VALUES (?)', ['email']), (err) => /users\.email/.test(err.message));
+  }
+});

@@ -2,7 +2,7 @@
 //! counts, unknown and missing names are errors, never silent NULLs.
 
 use crate::error::{Error, Result};
-use crate::value::{Params, Value};
+use crate::value::Params;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::Statement;
 
@@ -27,16 +27,6 @@ impl Parameters for Statement<'_> {
     }
     fn bind_value(&mut self, index: usize, value: ValueRef<'_>) -> Result<()> {
         Ok(self.raw_bind_parameter(index, ToSqlOutput::Borrowed(value))?)
-    }
-}
-
-fn value_ref(v: &Value) -> ValueRef<'_> {
-    match v {
-        Value::Null => ValueRef::Null,
-        Value::Integer(i) => ValueRef::Integer(*i),
-        Value::Real(f) => ValueRef::Real(*f),
-        Value::Text(s) => ValueRef::Text(s.as_bytes()),
-        Value::Blob(b) => ValueRef::Blob(b),
     }
 }
 
@@ -69,7 +59,7 @@ pub fn bind<S: Parameters + ?Sized>(stmt: &mut S, params: &Params) -> Result<()>
             }
             refuse_named(stmt, expected)?;
             for (i, v) in values.iter().enumerate() {
-                stmt.bind_value(i + 1, value_ref(v))?;
+                stmt.bind_value(i + 1, v.as_value_ref())?;
             }
         }
         Params::Named(pairs) => {
@@ -90,7 +80,7 @@ pub fn bind<S: Parameters + ?Sized>(stmt: &mut S, params: &Params) -> Result<()>
                     )));
                 }
                 bound[index] = true;
-                stmt.bind_value(index, value_ref(v))?;
+                stmt.bind_value(index, v.as_value_ref())?;
             }
             if let Some(missing) = (1..=expected).find(|&i| !bound[i]) {
                 return Err(match stmt.parameter_name(missing) {

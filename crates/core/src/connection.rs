@@ -479,14 +479,27 @@ pub(crate) fn unlock(conn: &Connection, key: Option<&Key>, check: bool) -> Resul
 /// the file open. SQLite3MC cannot encrypt a plaintext database in WAL mode, so that case
 /// runs in DELETE mode and switches back.
 pub(crate) fn rekey(conn: &Connection, key: Option<&Key>, was_encrypted: bool) -> Result<()> {
-    let leave_wal = key.is_some() && !was_encrypted;
+    // Every connection open on the file would keep the key it had: one that later reads or
+    // checkpoints the new key's pages with the old key corrupts the file (AES-CBC cannot
+    // tell a wrong key from data). Leaving WAL mode needs the file to itself (every other
+    // WAL connection holds a shared lock on it), so it proves that none is open.
+    let leave_wal = key.is_some() || was_encrypted;
     if leave_wal {
-        let mode: String = conn.query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("delete") {
-            return Err(Error::sqlite(
+        let not_alone = || {
+            Error::sqlite(
                 rusqlite::ffi::SQLITE_BUSY,
-                "could not leave WAL mode to encrypt the database (another process has it open?)",
-            ));
+                "rekey() needs the database to itself: another connection (another Database, or another process) has it open",
+            )
+        };
+        match conn.query_row("PRAGMA journal_mode = DELETE", [], |r| r.get::<_, String>(0)) {
+            Ok(mode) if mode.eq_ignore_ascii_case("delete") => {}
+            Ok(_) => return Err(not_alone()),
+            Err(e) => {
+                return Err(match Error::from(e) {
+                    Error::Sqlite { code, .. } if code & 0xff == rusqlite::ffi::SQLITE_BUSY => not_alone(),
+                    other => other,
+                })
+            }
         }
     }
     let (ptr, len) = match key {

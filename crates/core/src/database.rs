@@ -159,8 +159,8 @@ impl Database {
                     }
                     Ok(Some(conn)) => {
                         let reopen = (loc.clone(), opts.clone());
-                        // Every connection is open: the key is not kept (the writer keeps
-                        // the options for a rekey without it).
+                        // Every connection is open: the options keep no key (the writer
+                        // finds it in the key slot).
                         opts.encryption = None;
                         Writer::new(
                             conn,
@@ -172,8 +172,9 @@ impl Database {
                             opts.external_checkpoints,
                             reopen,
                             thread_iterators,
+                            thread_key,
                         )
-                        .map(|w| w.with_key_slot(thread_key).with_gauges(thread_writes))
+                        .map(|w| w.with_gauges(thread_writes))
                     }
                     Err(e) => Err(e),
                 };

@@ -234,7 +234,7 @@ fn run(conn: &Connection, q: &Queued, sink: &Arc<dyn CompletionSink>) -> Result<
         let mut done = false;
         let stepped = under(Rule::Read, || -> Result<()> {
             loop {
-                let Some(row) = rows.next().map_err(|e| Error::from(e).with_sql(sql).without_texts(q.job.params.texts()))? else {
+                let Some(row) = rows.next().map_err(|e| Error::from(e).with_sql(sql).without_values(q.job.params.values()))? else {
                     done = true;
                     return Ok(());
                 };

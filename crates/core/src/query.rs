@@ -155,7 +155,7 @@ fn read_prepared(stmt: &mut RawStatement, sql: &str, params: &Params, format: Re
         });
     }
     bind(stmt, params).map_err(|e| e.with_sql(sql))?;
-    step_read(stmt, format).map_err(|e| e.with_sql(sql).without_texts(params.texts()))
+    step_read(stmt, format).map_err(|e| e.with_sql(sql).without_values(params.values()))
 }
 
 /// What rows are collected into.
@@ -274,11 +274,12 @@ fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<Ex
     let mut stmt = conn.prepare_cached(sql).map_err(|e| Error::from(e).with_sql(sql))?;
     bind(&mut *stmt, params).map_err(|e| e.with_sql(sql))?;
     if crate::statement_rules::is_vacuum(sql) {
-        vacuum(conn, || returned_rows(conn, sql, &mut stmt)).map_err(|e| e.with_sql(sql))?;
+        vacuum(conn, || returned_rows(conn, sql, &mut stmt))
+            .map_err(|e| e.with_sql(sql).without_values(params.values()))?;
         return Ok(ExecOutcome { changes: 0, last_insert_rowid: 0, rows: None });
     }
     let before = conn.total_changes();
-    let enc = returned_rows(conn, sql, &mut stmt).map_err(|e| e.with_sql(sql).without_texts(params.texts()))?;
+    let enc = returned_rows(conn, sql, &mut stmt).map_err(|e| e.with_sql(sql).without_values(params.values()))?;
     let changed = conn.total_changes() != before;
     Ok(ExecOutcome {
         changes: if changed { conn.changes() } else { 0 },
@@ -434,7 +435,7 @@ fn run_part(
         BatchSets::Each(each) => {
             for (i, params) in each.iter().enumerate() {
                 let bound = bind(&mut *stmt, params);
-                run(i, &mut *stmt, bound).map_err(|e| e.without_texts(params.texts()))?;
+                run(i, &mut *stmt, bound).map_err(|e| e.without_values(params.values()))?;
             }
         }
         BatchSets::Packed(packed) => {
@@ -448,10 +449,7 @@ fn run_part(
             packed.for_each_set(|i, values| {
                 let bound = crate::bind::bind_refs(&mut *stmt, values);
                 run(i, &mut *stmt, bound).map_err(|e| {
-                    e.without_texts(values.iter().filter_map(|v| match v {
-                        rusqlite::types::ValueRef::Text(t) => std::str::from_utf8(t).ok(),
-                        _ => None,
-                    }))
+                    e.without_values(values.iter().copied())
                 })
             })?
         }

@@ -63,18 +63,29 @@ impl From<Vec<Value>> for Positional {
     }
 }
 
+impl Value {
+    /// The value as rusqlite binds it, borrowed.
+    pub fn as_value_ref(&self) -> rusqlite::types::ValueRef<'_> {
+        use rusqlite::types::ValueRef;
+        match self {
+            Value::Null => ValueRef::Null,
+            Value::Integer(i) => ValueRef::Integer(*i),
+            Value::Real(f) => ValueRef::Real(*f),
+            Value::Text(s) => ValueRef::Text(s.as_bytes()),
+            Value::Blob(b) => ValueRef::Blob(b),
+        }
+    }
+}
+
 impl Params {
-    /// The text values, for keeping them out of error messages (`Error::without_texts`).
-    pub fn texts(&self) -> impl Iterator<Item = &str> + '_ {
+    /// Every value, for keeping them out of error messages (`Error::without_values`).
+    pub fn values(&self) -> impl Iterator<Item = rusqlite::types::ValueRef<'_>> + '_ {
         let (positional, named): (&[Value], &[(String, Value)]) = match self {
             Params::None => (&[], &[]),
             Params::Positional(p) => (p, &[]),
             Params::Named(n) => (&[], n),
         };
-        positional.iter().chain(named.iter().map(|(_, v)| v)).filter_map(|v| match v {
-            Value::Text(t) => Some(t.as_str()),
-            _ => None,
-        })
+        positional.iter().chain(named.iter().map(|(_, v)| v)).map(Value::as_value_ref)
     }
 
     pub fn is_empty(&self) -> bool {

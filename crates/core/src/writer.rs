@@ -137,15 +137,16 @@ pub(crate) struct Writer {
     data_version: Option<i64>,
     /// Checkpoints are left to another process (OpenOptions::external_checkpoints).
     external_checkpoints: bool,
-    /// How the readers open (for a rekey), without the key: it is not kept.
+    /// How the readers open (for a rekey), without the key (`key_slot` has it).
     reopen: (Location, OpenOptions),
     /// Whether the file is encrypted now, and with which cipher.
     encrypted: bool,
     cipher: Cipher,
     /// Open iterators hold readers; a rekey ends them first (a parked reader holds nothing).
     iterators: Arc<crate::iterate::Iterators>,
-    /// Where backups find the key the file has now (see backup.rs).
-    key_slot: Option<crate::backup::KeySlot>,
+    /// The key the file has now: backups read it (see backup.rs), and readers that closed
+    /// for a rekey that failed reopen with it.
+    key_slot: crate::backup::KeySlot,
 }
 
 /// How long the writer polls its queue after a request before it parks, as the readers do
@@ -165,6 +166,7 @@ impl Writer {
         external_checkpoints: bool,
         reopen: (Location, OpenOptions),
         iterators: Arc<crate::iterate::Iterators>,
+        key_slot: crate::backup::KeySlot,
     ) -> Result<Self> {
         let (location, mut opts) = reopen;
         let encrypted = opts.encryption.is_some();
@@ -196,13 +198,8 @@ impl Writer {
             encrypted,
             cipher,
             iterators,
-            key_slot: None,
+            key_slot,
         })
-    }
-
-    pub(crate) fn with_key_slot(mut self, slot: crate::backup::KeySlot) -> Self {
-        self.key_slot = Some(slot);
-        self
     }
 
     /// The counts of jobs sent and not yet started (see `waiting`), and not yet completed.
@@ -522,9 +519,9 @@ impl Writer {
         out
     }
 
-    /// Parks every reader (each finishes what it runs; none holds a read), changes the key,
-    /// then has each reader reopen with the new key. On failure the readers keep their
-    /// connections, which still match the file.
+    /// Parks every reader (each finishes what it runs; none holds a read), closing its
+    /// connection when the file is to be rewritten, changes the key, then has each reader reopen with the key the file has:
+    /// the new one, or on failure the old one.
     fn rekey(&mut self, key: Option<Arc<Key>>) -> Result<()> {
         if self.held_by.is_some() || !self.conn.is_autocommit() {
             return Err(Error::Internal("rekey inside a transaction".into()));
@@ -534,9 +531,10 @@ impl Writer {
                 return Err(Error::Internal("rekey with another cipher than the database's".into()));
             }
         }
-        // Encrypting a plaintext file leaves WAL mode for a moment: the readers close first.
-        let close_first = !self.encrypted;
-        let gate = Arc::new(RekeyGate::new(close_first));
+        // A rekey that rewrites the file leaves WAL mode for a moment, which only a connection
+        // alone with the file can do: the readers close first (connection::rekey).
+        let rewrites = key.is_some() || self.encrypted;
+        let gate = Arc::new(RekeyGate::new(rewrites));
         // A reader held by an iterator would never take its gate message: the iterators end
         // (their read transactions could not survive the reopen anyway).
         let pausing = self.iterators.pausing();
@@ -555,27 +553,26 @@ impl Writer {
             Some(e) => Err(e),
             None => crate::connection::rekey(&self.conn, key.as_deref(), self.encrypted),
         };
-        let reopen = match (&outcome, close_first) {
+        let reopen = match (&outcome, rewrites) {
             (Ok(()), _) => {
                 let (loc, mut opts) = self.reopen.clone();
                 opts.encryption = key.clone();
                 Some((loc, opts))
             }
-            // Closed readers reopen as before (the file is still plaintext).
-            (Err(_), true) => Some(self.reopen.clone()),
+            // Closed readers reopen as before, with the key the file still has.
+            (Err(_), true) => {
+                let (loc, mut opts) = self.reopen.clone();
+                opts.encryption = self.key_slot.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                Some((loc, opts))
+            }
             (Err(_), false) => None,
         };
         // Backups read the slot when they run, on a reader: set it before the readers go on.
         if outcome.is_ok() {
-            if let Some(slot) = &self.key_slot {
-                *slot.lock().unwrap_or_else(|p| p.into_inner()) = key.clone();
-            }
+            *self.key_slot.lock().unwrap_or_else(|p| p.into_inner()) = key.clone();
         }
         let reader_failure = gate.release(reopen, self.readers.threads());
         outcome?;
-        // The file's pages were rewritten unless it stays plaintext (rekey(null) on a plain
-        // database changes nothing).
-        let rewritten = key.is_some() || self.encrypted;
         self.encrypted = key.is_some();
         if let Some(k) = &key {
             self.cipher = k.cipher;
@@ -583,7 +580,7 @@ impl Writer {
         // The file has the new key whatever a reader says: a caller who took this failure
         // for "nothing changed" would keep the old key and lock itself out.
         match reader_failure {
-            Some(e) if rewritten => {
+            Some(e) if rewrites => {
                 let (code, message) = e.code_and_message(rusqlite::ffi::SQLITE_CANTOPEN);
                 Err(Error::sqlite(code, format!("{REKEY_DONE_READER_FAILED}: {message}")))
             }

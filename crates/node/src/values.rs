@@ -162,6 +162,11 @@ unsafe fn view_bytes<'a>(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn()
     if length > MAX_VALUE_BYTES {
         return Err(too_long(name));
     }
+    // Nothing to read. A length-tracking view left past the end of its shrunk buffer is
+    // empty to JavaScript while Node-API still reports its old offset: empty, as elsewhere.
+    if length == 0 {
+        return Ok(Some(&[]));
+    }
     // The view must lie inside its buffer (always true for a live view; this keeps a wrong
     // element size or a shrunk buffer from ever reading past it).
     let mut ab_data = ptr::null_mut();
@@ -177,9 +182,6 @@ unsafe fn view_bytes<'a>(env: sys::napi_env, v: sys::napi_value, name: &dyn Fn()
         // the view's bytes that V8 reported stay inside it; nothing to check.
         sys::Status::napi_invalid_arg => {}
         status => return Err(status.into()),
-    }
-    if length == 0 {
-        return Ok(Some(&[]));
     }
     if data.is_null() {
         return Err(ParamError::Type(format!("{} is a view without memory (detached?)", name())));
