@@ -1,6 +1,6 @@
 // Options of backup(): validated here; the copy itself runs natively (crates/core/src/backup.rs).
 
-import { checkKeys } from './options';
+import { ownOptions } from './options';
 import { checkSignal } from './signals';
 
 /** How far a backup is: pages left to copy and pages in all. */
@@ -43,8 +43,7 @@ export function checkDestination(destPath: unknown): asserts destPath is string 
 export function resolveBackupOptions(options: unknown): ResolvedBackupOptions {
   if (options === undefined) return { pagesPerStep: DEFAULT_PAGES_PER_STEP, onProgress: undefined, signal: undefined };
   if (options === null || typeof options !== 'object') throw new TypeError('backup options must be an object');
-  checkKeys('backup', options, ['pagesPerStep', 'onProgress', 'signal']);
-  const o = options as BackupOptions;
+  const o = ownOptions<BackupOptions>('backup', options, ['pagesPerStep', 'onProgress', 'signal']);
   let pagesPerStep = DEFAULT_PAGES_PER_STEP;
   if (o.pagesPerStep !== undefined) {
     if (typeof o.pagesPerStep !== 'number' || !Number.isInteger(o.pagesPerStep)) {

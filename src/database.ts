@@ -1,13 +1,13 @@
 // The public Database: validates and orchestrates; the addon does the work.
 
 import { constants as bufferConstants } from 'node:buffer';
-import { rmSync } from 'node:fs';
+import { isMainThread } from 'node:worker_threads';
 import { checkDestination, resolveBackupOptions, type BackupOptions } from './backup';
 import { closedError, fromNativeThrow, transactionEndedError } from './errors';
 import { binding, type NativeDatabase, type NativeOpenOptions } from './native';
 import {
   checkKey,
-  checkKeys,
+  ownOptions,
   checkParams,
   checkPath,
   checkSql,
@@ -67,19 +67,18 @@ function testHooks(native: NativeDatabase): TestHooks {
   return hooks as TestHooks;
 }
 
-/** Files behind open `:memory:` databases: removed at exit even if close() never ran. */
-const temporaryFiles = new Set<string>();
 let exitHookInstalled = false;
 
-function removeAtExit(file: string): void {
-  temporaryFiles.add(file);
-  if (exitHookInstalled) return;
+/**
+ * The files the addon makes for its own use (behind `:memory:` and deserialized databases, a
+ * backup's copy) are deleted when the process exits, even in the middle of an operation or
+ * without close(). The addon lists them; only the main thread's exit ends the process (a
+ * Worker's databases close with the Worker).
+ */
+function removeScratchFilesAtExit(): void {
+  if (exitHookInstalled || !isMainThread) return;
   exitHookInstalled = true;
-  process.once('exit', () => {
-    for (const f of temporaryFiles) {
-      for (const suffix of ['', '-wal', '-shm']) rmSync(f + suffix, { force: true });
-    }
-  });
+  process.once('exit', () => binding.removeScratchFiles());
 }
 
 export interface CloseOptions {
@@ -220,6 +219,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
     create: (o: NativeOpenOptions, onComplete: () => void, id: number) => NativeDatabase,
   ): Promise<Database> {
     const o = resolveOpenOptions(options);
+    removeScratchFilesAtExit();
     const requests = new Requests(o.intMode);
     const openId = requests.id();
     let native: NativeDatabase | undefined;
@@ -256,8 +256,6 @@ export class Database implements Executor, TransactionHost, StatementHost {
       native?.dispose();
       throw err;
     });
-    const temporary = native!.temporaryPath();
-    if (temporary != null) removeAtExit(temporary);
     return new Database(
       path,
       native!,
@@ -1103,15 +1101,16 @@ export class Database implements Executor, TransactionHost, StatementHost {
    * unless `force`), ends every live query, then closes every connection. Idempotent.
    */
   close(options?: CloseOptions): Promise<void> {
+    let force = false;
     try {
       if (options !== undefined) {
-        checkKeys('close', options, ['force']);
-        if (options.force !== undefined && typeof options.force !== 'boolean') throw new TypeError('force must be a boolean');
+        const o = ownOptions<CloseOptions>('close', options, ['force']);
+        if (o.force !== undefined && typeof o.force !== 'boolean') throw new TypeError('force must be a boolean');
+        force = o.force === true;
       }
     } catch (err) {
       return rejected(err);
     }
-    const force = options?.force === true;
     // Looked at before a close already under way is returned: that close waits for the
     // running transaction too.
     if (!force && this.#running !== undefined && currentTransaction(this)?.active === true) {
@@ -1141,8 +1140,6 @@ export class Database implements Executor, TransactionHost, StatementHost {
       await closed;
       this.#requests.closed();
       this.#texts.clear();
-      const temporary = this.#native.temporaryPath();
-      if (temporary != null) temporaryFiles.delete(temporary);
       this.#native.dispose();
     })();
     return this.#closing;

@@ -5,7 +5,7 @@
 
 import { closedError, fromNativeThrow } from './errors';
 import { binding, type NativeDatabase } from './native';
-import { checkKeys, checkTimeout, type QueryOptions } from './options';
+import { checkTimeout, ownOptions, type QueryOptions } from './options';
 import { checkSignal, signalState } from './signals';
 import type { Requests, Subscriber } from './requests';
 import { decodeRows, type RowMode } from './rows';
@@ -41,8 +41,7 @@ export function resolveIterateOptions(options: unknown, defaultTimeoutMs: number
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new TypeError('iterate options must be a plain object');
   }
-  checkKeys('iterate', options, ITERATE_KEYS);
-  const o = options as IterateOptions;
+  const o = ownOptions<IterateOptions>('iterate', options, ITERATE_KEYS);
   const rowMode = o.rowMode === undefined ? 'object' : o.rowMode;
   if (rowMode !== 'object' && rowMode !== 'array') throw new TypeError("rowMode must be 'object' or 'array'");
   const chunkSize = o.chunkSize === undefined ? DEFAULT_CHUNK_ROWS : o.chunkSize;

@@ -42,6 +42,7 @@ interface Binding {
     packedText?: string,
   ) => void;
   dbReadInline: typeof Generated.dbReadInline;
+  removeScratchFiles: typeof Generated.removeScratchFiles;
   dbWriterRead: (
     handle: number,
     id: number,

@@ -55,6 +55,9 @@ export interface KeyBytes {
 export function checkKey(what: string, key: unknown): KeyBytes {
   if (typeof key === 'string') {
     if (key.length === 0) throw new RangeError(`${what} may not be empty`);
+    // UTF-8 has no form for a lone surrogate: it would become U+FFFD, and passphrases that
+    // differ in them would open each other's databases.
+    if (/\p{Cs}/u.test(key)) throw new TypeError(`${what} holds a lone surrogate (it is not well-formed UTF-16)`);
     return { bytes: Buffer.from(key, 'utf8'), raw: false, owned: true };
   }
   if (Buffer.isBuffer(key)) {
@@ -121,6 +124,19 @@ export function checkKeys(what: string, value: unknown, known: readonly string[]
   }
 }
 
+/**
+ * `checkKeys`, then the options as a copy of their own properties, each read once, without a
+ * prototype: a property added to Object.prototype (`encryptionKey`, `extensions`: a library
+ * loaded from a path) is not an option, and a getter cannot answer one check and then
+ * another (a key present, then undefined, opened a plaintext database).
+ */
+export function ownOptions<T>(what: string, value: unknown, known: readonly string[]): Partial<T> {
+  checkKeys(what, value, known);
+  const copy: Record<string, unknown> = Object.create(null);
+  for (const key of Object.keys(value)) copy[key] = value[key];
+  return copy as Partial<T>;
+}
+
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   if (v === null || typeof v !== 'object') return false;
   const proto = Object.getPrototypeOf(v);
@@ -155,8 +171,7 @@ function checkInlineReads(v: unknown): number | undefined {
   if (v === undefined || v === false) return undefined;
   if (v === true) return DEFAULT_INLINE_BUDGET_US;
   if (!isPlainObject(v)) throw new TypeError('inlineReads must be a boolean or { budgetUs: number }');
-  checkKeys('inlineReads', v, ['budgetUs']);
-  const us = v.budgetUs;
+  const us = ownOptions<{ budgetUs: unknown }>('inlineReads', v, ['budgetUs']).budgetUs;
   if (typeof us !== 'number') throw new TypeError('inlineReads.budgetUs must be a number of microseconds');
   if (!Number.isInteger(us) || us < 1 || us > MAX_INLINE_BUDGET_US) {
     throw new RangeError(`inlineReads.budgetUs must be an integer from 1 to ${MAX_INLINE_BUDGET_US} (microseconds)`);
@@ -178,7 +193,7 @@ function renderPragmaValue(name: string, v: unknown): string {
 export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
   if (options === undefined) options = {};
   if (!isPlainObject(options)) throw new TypeError('options must be a plain object');
-  checkKeys('open', options, [
+  const o = ownOptions<OpenOptions>('open', options, [
     'readers',
     'readonly',
     'intMode',
@@ -191,7 +206,6 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
     'extensions',
     'inlineReads',
   ]);
-  const o = options as OpenOptions;
   // One rule for every option: null is not "the default" (an `encryptionKey: null` from a
   // missing setting must not open a plaintext database); only timeoutMs gives null a meaning.
   for (const [name, value] of Object.entries(o)) {
@@ -292,8 +306,7 @@ export function resolveCallOptions(options: unknown, withRowMode: boolean, defau
     return defaultTimeoutMs === 0 ? PLAIN : { rowMode: 'object', signal: undefined, timeoutMs: defaultTimeoutMs };
   }
   if (!isPlainObject(options)) throw new TypeError('query options must be a plain object');
-  checkKeys('query', options, withRowMode ? QUERY_KEYS : CALL_KEYS);
-  const o = options as QueryOptions;
+  const o = ownOptions<QueryOptions>('query', options, withRowMode ? QUERY_KEYS : CALL_KEYS);
   let rowMode: RowMode = 'object';
   if (withRowMode) {
     rowMode = o.rowMode === undefined ? 'object' : o.rowMode;
@@ -321,7 +334,9 @@ export function checkPath(path: unknown): asserts path is string {
 
 export function checkParams(params: unknown): void {
   if (params === undefined || params === null) return;
-  if (typeof params !== 'object') {
-    throw new TypeError('params must be an array (positional) or an object (named)');
+  // A lone view too: its bytes are one value (the addon refuses it as well, later; iterate()
+  // and stream() throw here, when called).
+  if (typeof params !== 'object' || ArrayBuffer.isView(params)) {
+    throw new TypeError('params must be an array (positional) or an object (named); a lone Buffer needs wrapping in an array');
   }
 }

@@ -6,7 +6,7 @@
 import type { AsyncResource } from 'node:async_hooks';
 import { closedError, fromNativeThrow } from './errors';
 import type { NativeDatabase } from './native';
-import { checkKeys } from './options';
+import { ownOptions } from './options';
 import { checkSignal, signalState } from './signals';
 import { rethrowLater, type Requests, type Subscriber } from './requests';
 import { decodeRows, type Row } from './rows';
@@ -128,8 +128,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
 
   /** @internal use db.stream() */
   constructor(host: LiveHost, sql: string, params: unknown, options: StreamOptions | undefined) {
-    if (options !== undefined) checkKeys('stream', options, ['signal', 'maxDelayMs']);
-    const o = (options ?? {}) as StreamOptions;
+    const o = options === undefined ? {} : ownOptions<StreamOptions>('stream', options, ['signal', 'maxDelayMs']);
     const maxDelayMs = o.maxDelayMs === undefined ? 100 : o.maxDelayMs;
     if (!Number.isInteger(maxDelayMs) || maxDelayMs < 0 || maxDelayMs > 0x7fffffff) {
       throw new RangeError('maxDelayMs must be a non-negative integer');
@@ -156,8 +155,12 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
 
   /** True once the stream was ended (abort, close of its database, or a failing first run). */
   get ended(): boolean {
-    return this.#ended || !this.#host.isOpen();
+    return this.#ended || this.#endingWithFailure || !this.#host.isOpen();
   }
+
+  /** A failing first run is being reported: the stream ends once its callbacks return, and
+   * reads as ended to them. */
+  #endingWithFailure = false;
 
   /** The subscription is running and has delivered its first result, and no failure since. */
   get #live(): boolean {
@@ -429,6 +432,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
     // The first run of this subscription (also after a restart, when `current` still holds
     // an older subscription's rows) ends the stream.
     const ending = fatal || this.#awaitingFirst || this.#current === undefined;
+    if (ending) this.#endingWithFailure = true;
     this.#firstArrived();
     this.#failing = true;
     // The native side sends nothing more until asked, as after rows.

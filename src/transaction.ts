@@ -4,7 +4,7 @@
 
 import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
 import { transactionEndedError } from './errors';
-import { checkKeys } from './options';
+import { ownOptions } from './options';
 import { checkSignal, signalState } from './signals';
 import { Statement, statementId, type StatementHost } from './statement';
 import type { ExecuteResult, RequestTracker } from './requests';
@@ -143,8 +143,7 @@ const MODE_NAMES = ['immediate', 'deferred', 'exclusive'];
 export function transactionOptions(options: unknown): { mode: TransactionMode; signal: AbortSignal | undefined } {
   if (options === undefined) return { mode: 'immediate', signal: undefined };
   if (options === null || typeof options !== 'object') throw new TypeError('transaction options must be an object');
-  checkKeys('transaction', options, TRANSACTION_OPTIONS);
-  const { mode = 'immediate', signal } = options as TransactionOptions;
+  const { mode = 'immediate', signal } = ownOptions<TransactionOptions>('transaction', options, TRANSACTION_OPTIONS);
   if (typeof mode !== 'string' || !MODE_NAMES.includes(mode)) {
     throw new TypeError("mode must be 'immediate', 'deferred' or 'exclusive'");
   }

@@ -338,3 +338,116 @@ test('execute() of SQL with no statement is a RangeError, and the database stays
   }
   assert.deepEqual(await db.selectOne('SELECT 1 AS one'), { one: 1 });
 });
+
+// Hostile probes of open options and paths (third round).
+
+test('options come from own properties only, each read once: Object.prototype adds none', async (t) => {
+  const dir = await tempDir(t);
+  const added = {
+    encryptionKey: 'attacker-key',
+    extensions: [join(dir, 'evil.so')],
+    readonly: true,
+    pragmas: { user_version: 9 },
+    rowMode: 'array',
+    timeoutMs: 1,
+    force: true,
+    mode: 'exclusive',
+  };
+  for (const [k, v] of Object.entries(added)) Object.prototype[k] = v;
+  let db;
+  try {
+    db = await Database.open(join(dir, 'p.db'), {});
+    await db.execute('CREATE TABLE t(x)');
+    assert.deepEqual(await db.select('SELECT 1 AS one', [], {}), [{ one: 1 }]);
+    assert.deepEqual(await db.transaction(async (tx) => tx.selectOne('PRAGMA user_version'), {}), { user_version: 0 });
+    for await (const row of db.iterate('SELECT 2 AS two', [], {})) assert.deepEqual(row, { two: 2 });
+  } finally {
+    for (const k of Object.keys(added)) delete Object.prototype[k];
+  }
+  await db.close();
+  // Plaintext: it opens without a key.
+  const again = await Database.open(join(dir, 'p.db'));
+  await again.close();
+
+  // A getter is read once: a key, then undefined, opened a plaintext database.
+  let reads = 0;
+  const options = {
+    get encryptionKey() {
+      reads++;
+      return reads <= 2 ? 'the key' : undefined;
+    },
+  };
+  const enc = await Database.open(join(dir, 'g.db'), options);
+  await enc.execute('CREATE TABLE t(x)');
+  await enc.close();
+  assert.equal(reads, 1);
+  await rejectsAsync(() => Database.open(join(dir, 'g.db')), SqliteError, /key is wrong, or missing/);
+});
+
+test('a refused pragma is refused before the file is created or changed', async (t) => {
+  const dir = await tempDir(t);
+  const missing = join(dir, 'missing.db');
+  for (const pragmas of [{ user_version: 7, journal_mode: 'DELETE' }, { user_version: 7, key: 'k' }, { user_version: "7; DROP TABLE t" }]) {
+    await rejectsAsync(() => Database.open(missing, { pragmas }), TypeError);
+    assert.equal(existsSync(missing), false, JSON.stringify(pragmas));
+  }
+  const path = join(dir, 'kept.db');
+  const db = await Database.open(path);
+  await db.execute('CREATE TABLE t(x)');
+  await db.close();
+  await rejectsAsync(() => Database.open(path, { pragmas: { user_version: 7, locking_mode: 'EXCLUSIVE' } }), TypeError);
+  const again = await Database.open(path);
+  t.after(() => again.close());
+  assert.deepEqual(await again.selectOne('PRAGMA user_version'), { user_version: 0 });
+});
+
+test('a file: URI whose path holds %00 is a TypeError (SQLite would open the name cut there)', async (t) => {
+  const dir = await tempDir(t);
+  await rejectsAsync(() => Database.open(`file:${dir}/a%00b.db`), TypeError, /%00/);
+  await rejectsAsync(() => Database.open(`file://${dir}/a%00b.db?mode=rwc`), TypeError, /%00/);
+  assert.equal(existsSync(join(dir, 'a')), false);
+});
+
+test('a FIFO, socket or device as the database is refused at once, read-only too (a read-only open of a FIFO never settled)', { timeout: 20_000 }, async (t) => {
+  const dir = await tempDir(t);
+  const fifo = join(dir, 'pipe.db');
+  const { execFileSync } = await import('node:child_process');
+  execFileSync('mkfifo', [fifo]);
+  for (const [path, options] of [
+    [fifo, { readonly: true }],
+    [fifo, {}],
+    [`file:${fifo}?mode=ro`, {}],
+    [`file://localhost${fifo}`, {}],
+    ['/dev/null', {}],
+  ]) {
+    const err = await rejectsAsync(() => Database.open(path, options), SqliteError, /FIFO, socket or device/);
+    assertSqliteError(err, 'SQLITE_CANTOPEN');
+  }
+});
+
+test('busyTimeout holds for the open itself (it waited 5 s whatever was set)', async (t) => {
+  // Another process holds the file's lock; better-sqlite3 in a child (one process with two
+  // copies of SQLite would not see each other's locks).
+  const dir = await tempDir(t);
+  const path = join(dir, 'held.db');
+  const { spawn } = await import('node:child_process');
+  const holder = spawn(
+    process.execPath,
+    [
+      '-e',
+      `const D = require('better-sqlite3'); const db = new D(${JSON.stringify(path)});
+       db.exec("PRAGMA journal_mode = DELETE; CREATE TABLE t(x); BEGIN EXCLUSIVE; INSERT INTO t VALUES (1)");
+       process.stdout.write('held\\n'); setTimeout(() => {}, 60000);`,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'], cwd: process.cwd() },
+  );
+  t.after(() => holder.kill());
+  await new Promise((resolve, reject) => {
+    holder.stdout.once('data', resolve);
+    holder.once('exit', (code) => reject(new Error(`the holder exited (${code})`)));
+  });
+  const started = Date.now();
+  const err = await rejectsAsync(() => Database.open(path, { busyTimeout: 100 }), SqliteError);
+  assertSqliteError(err, 'SQLITE_BUSY');
+  assert.ok(Date.now() - started < 2500, `the open waited ${Date.now() - started} ms with busyTimeout 100`);
+});

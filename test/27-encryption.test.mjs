@@ -245,6 +245,18 @@ test('rekey needs the file to itself: with another connection open it is refused
   }
 });
 
+test('a passphrase with a lone surrogate is a TypeError (UTF-8 would make it U+FFFD: other keys would open the file)', async (t) => {
+  const dir = await tempDir(t);
+  for (const key of ['\ud800', 'abc\udfff', '\udc00\ud800']) {
+    const err = seen(await rejectsAsync(() => Database.open(join(dir, 'x.db'), { encryptionKey: key }), TypeError, /lone surrogate/));
+    assert.doesNotMatch(err.message, /abc/);
+  }
+  const db = await Database.open(join(dir, 'y.db'), { encryptionKey: 'a \u{1F600} key' });
+  t.after(() => db.close());
+  await rejectsAsync(() => db.rekey('\ud800x'), TypeError, /lone surrogate/);
+  await db.rekey('\ufffdx');
+});
+
 test('a Buffer key is a raw key; its length and cipher are checked', async (t) => {
   const dir = await tempDir(t);
   const key = Buffer.alloc(32, 0);

@@ -96,10 +96,17 @@ test('iterate binds its parameters as they were when it was called, as select do
   Object.defineProperty(shadowed, 'byteLength', { value: 1 });
   assert.deepEqual(await collect(db.iterate('SELECT hex(?) AS h', [shadowed])), await db.select('SELECT hex(?) AS h', [shadowed]));
   assert.deepEqual(await collect(db.iterate('SELECT hex(?) AS h', [shadowed])), [{ h: '01020304' }]);
-  // A lone view as params is refused as select() refuses it; a detached DataView is empty.
+  // A lone view as params is refused as select() refuses it (thrown by iterate(), as
+  // documented for params that are not an array or an object); a detached DataView is empty.
   const lone = new Uint8Array([1]);
   const selectErr = await db.select('SELECT ? AS x', lone).catch((e) => e);
-  const iterateErr = await db.iterate('SELECT ? AS x', lone).next().catch((e) => e);
+  let iterateErr;
+  try {
+    db.iterate('SELECT ? AS x', lone);
+  } catch (e) {
+    iterateErr = e;
+  }
+  assert.ok(iterateErr instanceof TypeError, String(iterateErr));
   assert.equal(iterateErr.constructor, selectErr.constructor);
   assert.equal(iterateErr.message, selectErr.message);
   const dv = new DataView(new ArrayBuffer(2));

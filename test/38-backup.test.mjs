@@ -479,3 +479,33 @@ test('a deserialized schema whose column name is not UTF-8: every path reads it 
   await db.executeBatch('INSERT INTO t(d) VALUES (?)', [[10]]);
   assert.equal(await db.transaction((tx) => tx.selectOne('SELECT count(*) AS n FROM t')).then((r) => r.n), 2);
 });
+
+test('process.exit() in the middle of a backup leaves no partial copy beside the destination', async (t) => {
+  // A hostile probe: the copy, named `.<dest>.quietsqlite-backup-<random>`, stayed. The addon
+  // lists the files it makes for itself and deletes them at the process's exit.
+  const dir = await tempDir(t);
+  const src = join(dir, 'src.db');
+  const db = await Database.open(src);
+  await fill(db, 4000, 1000);
+  await db.close();
+  const { spawnSync } = await import('node:child_process');
+  const lib = new URL('../dist/index.mjs', import.meta.url).href;
+  const child = spawnSync(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `const { Database } = await import(${JSON.stringify(lib)});
+       const db = await Database.open(${JSON.stringify(src)});
+       await db.backup(${JSON.stringify(join(dir, 'dest.db'))}, {
+         pagesPerStep: 10,
+         onProgress: () => { process.stdout.write('copying\\n'); process.exit(0); },
+       });
+       process.stdout.write('finished\\n');`,
+    ],
+    { encoding: 'utf8' },
+  );
+  assert.equal(child.status, 0, child.stderr);
+  assert.equal(child.stdout, 'copying\n');
+  assert.deepEqual(readdirSync(dir).filter((f) => f.includes('quietsqlite-backup')), []);
+});

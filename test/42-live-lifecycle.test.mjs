@@ -550,3 +550,28 @@ test('a for-await loop over a stream with a signal, referenced by nothing else, 
   for (let i = 0; i < 100 && !seen.includes('finally'); i++) await new Promise((resolve) => setTimeout(resolve, 10));
   assert.deepEqual(seen, [0, 'ended', 'finally']);
 });
+
+test('a stream whose first run fails reads as ended inside its onError; a lone Buffer as params throws at stream()', async (t) => {
+  const db = await openTemp(t);
+  const live = db.stream('SELECT * FROM no_such_table');
+  const seen = await new Promise((resolve) => live.subscribe(() => resolve('rows'), () => resolve(live.ended)));
+  assert.equal(seen, true, 'ended is true inside onError');
+  assert.equal(live.ended, true);
+  // A later failure does not end the stream, and does not read as ended.
+  await db.execute('CREATE TABLE t(x TEXT)');
+  await db.execute("INSERT INTO t VALUES ('{}')");
+  const later = db.stream("SELECT json_extract(x, '$.a') AS a FROM t");
+  const states = [];
+  const first = new Promise((resolve) => later.subscribe(resolve, (e) => states.push(later.ended, e.code)));
+  await first;
+  await db.execute("INSERT INTO t VALUES ('not json')");
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.deepEqual(states, [false, 'SQLITE_ERROR']);
+  assert.equal(later.ended, false);
+  later.end();
+  for (const params of [Buffer.from('ab'), new Uint8Array(2), new DataView(new ArrayBuffer(2))]) {
+    assert.throws(() => db.stream('SELECT ? AS a', params), TypeError);
+    assert.throws(() => db.iterate('SELECT ? AS a', params), TypeError);
+    await assert.rejects(db.select('SELECT ? AS a', params), /a lone Buffer needs wrapping in an array/);
+  }
+});

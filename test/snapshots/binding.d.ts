@@ -107,8 +107,6 @@ export declare class NativeDatabase {
    * sent with its id have their SQL and are not affected.
    */
   releaseStatement(id: number): void
-  /** The private file behind a `:memory:` database, if this is one. */
-  temporaryPath(): string | null
   /** `[groups, reruns]`: live-query statistics, for tests and benchmarks. */
   liveStats(): Array<number>
   /** Rows stepped so far by open iterator `id` (-1 when it is not open). */
@@ -209,3 +207,9 @@ export interface NativeOpenOptions {
  * before it declined (`read_inline`), not the value given, whose getters would run again.
  */
 export declare const READ_PARKED_PARAMS: number
+
+/**
+ * Deletes the files quietsqlite made for its own use and has not deleted yet (behind
+ * `:memory:` databases, backups under way): the process is exiting.
+ */
+export declare function removeScratchFiles(): void

@@ -137,8 +137,9 @@ fn copy(conn: &Connection, job: &BackupJob, key: Option<&Key>, stops: &Stops, si
     });
     match temporary {
         Some(loc) => loc.remove_temporary(),
-        None if finished.is_err() => remove_with_journal(&file),
-        None => {}
+        None if finished.is_err() => crate::scratch_files::remove(&file),
+        // Renamed into place: the destination now.
+        None => crate::scratch_files::untrack(&file),
     }
     finished
 }
@@ -184,7 +185,10 @@ fn create_beside(dest: &Path) -> Result<PathBuf> {
     for _ in 0..4 {
         let file = dir.join(format!(".{name}.quietsqlite-backup-{}", crate::connection::unpredictable_name()));
         match std::fs::OpenOptions::new().write(true).create_new(true).open(&file) {
-            Ok(_) => return Ok(file),
+            Ok(_) => {
+                crate::scratch_files::track(&file);
+                return Ok(file);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => return Err(destination_error(&dir, e)),
         }
@@ -197,14 +201,6 @@ fn destination_error(dir: &Path, e: std::io::Error) -> Error {
         ffi::SQLITE_CANTOPEN,
         format!("could not write the backup in {}: {e}", dir.display()),
     )
-}
-
-fn remove_with_journal(file: &Path) {
-    for suffix in ["", "-journal"] {
-        let mut p = file.as_os_str().to_owned();
-        p.push(suffix);
-        let _ = std::fs::remove_file(p);
-    }
 }
 
 /// The error a backup call reported on the destination connection.

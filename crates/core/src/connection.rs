@@ -84,7 +84,10 @@ fn create_private_file(dir: &Path) -> Result<PathBuf> {
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
         match o.open(&file) {
-            Ok(_) => return Ok(file),
+            Ok(_) => {
+                crate::scratch_files::track(&file);
+                return Ok(file);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => return Err(memory_file_error(dir, e)),
         }
@@ -129,6 +132,10 @@ impl Location {
             // `file:/...`, `file://host/...`, `file::memory:` and, on Windows, paths with a
             // root or a drive (`file:C:/data/app.db`) are left to SQLite.
             let path_part = rest.split(['?', '#']).next().unwrap_or("");
+            // SQLite decodes `%00` and ends the file name there: another file than the one named.
+            if path_part.contains("%00") {
+                return Err(Error::Type("the database URI's path contains %00 (a NUL character)".into()));
+            }
             let rooted = Path::new(path_part).has_root()
                 || matches!(Path::new(path_part).components().next(), Some(std::path::Component::Prefix(_)));
             if path_part.is_empty() || rooted || rest.starts_with(['/', ':']) {
@@ -187,14 +194,46 @@ impl Location {
         Ok(())
     }
 
+    /// Refuses a FIFO, socket or device where the database file should be: SQLite opens
+    /// a FIFO and a read-only open waits for a writer to appear, forever.
+    pub fn check_file_kind(&self) -> Result<()> {
+        let Some(path) = self.file_path() else { return Ok(()) };
+        match std::fs::metadata(&path) {
+            Ok(meta) if !meta.is_file() && !meta.is_dir() => Err(Error::sqlite(
+                rusqlite::ffi::SQLITE_CANTOPEN,
+                "the database path names a FIFO, socket or device, not a file",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The file a `file:` URI names on this machine (`file:/p`, `file:///p`,
+    /// `file://localhost/p`), its escapes decoded; `None` for anything else.
+    fn file_path(&self) -> Option<PathBuf> {
+        let rest = self.uri.strip_prefix("file:")?;
+        let rest = match rest.strip_prefix("//") {
+            Some(after) => {
+                let slash = after.find('/')?;
+                if !(slash == 0 || after[..slash].eq_ignore_ascii_case("localhost")) {
+                    return None;
+                }
+                &after[slash..]
+            }
+            None if rest.starts_with('/') => rest,
+            None => return None,
+        };
+        let bytes = percent_decoded(rest.split(['?', '#']).next().unwrap_or(""));
+        #[cfg(unix)]
+        let path = PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(bytes));
+        #[cfg(not(unix))]
+        let path = PathBuf::from(String::from_utf8_lossy(&bytes).into_owned());
+        Some(path)
+    }
+
     /// Deletes a temporary database's files (after every connection closed).
     pub fn remove_temporary(&self) {
         if let Some(file) = &self.temporary {
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                let mut p = file.clone().into_os_string();
-                p.push(suffix);
-                let _ = std::fs::remove_file(p);
-            }
+            crate::scratch_files::remove(file);
         }
     }
 }
@@ -207,22 +246,7 @@ fn uri_query(uri: &str) -> Vec<(String, String)> {
     let before_fragment = uri.split('#').next().unwrap_or("");
     let Some((_, query)) = before_fragment.split_once('?') else { return Vec::new() };
     let decode = |s: &str| {
-        let b = s.as_bytes();
-        let mut out = Vec::with_capacity(b.len());
-        let mut i = 0;
-        while i < b.len() {
-            let hex = |c: u8| (c as char).to_digit(16);
-            match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
-                (b'%', Some(hi), Some(lo)) => {
-                    out.push((hi * 16 + lo) as u8);
-                    i += 3;
-                }
-                (c, _, _) => {
-                    out.push(c);
-                    i += 1;
-                }
-            }
-        }
+        let mut out = percent_decoded(s);
         if let Some(nul) = out.iter().position(|&c| c == 0) {
             out.truncate(nul);
         }
@@ -235,6 +259,27 @@ fn uri_query(uri: &str) -> Vec<(String, String)> {
             (decode(name), decode(value))
         })
         .collect()
+}
+
+/// `%HH` decoded as SQLite decodes a URI (anything else is kept as it is).
+fn percent_decoded(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Percent-escapes the characters that would end or alter a URI path.
@@ -256,8 +301,9 @@ pub fn open_writer(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_EXRESCODE;
     let conn = Connection::open_with_flags(&loc.uri, flags)?;
-    unlock(&conn, opts.encryption.as_deref(), true)?;
+    // Before the first read (in `unlock`): rusqlite's own default is 5 s.
     conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
+    unlock(&conn, opts.encryption.as_deref(), true)?;
     {
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
@@ -286,8 +332,8 @@ pub fn open_reader(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_EXRESCODE;
     let conn = Connection::open_with_flags(&loc.reader_uri(), flags)?;
     // Without a key, the writer's check covers the file (a read-only database has none).
-    unlock(&conn, opts.encryption.as_deref(), opts.encryption.is_some() || opts.readonly)?;
     conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
+    unlock(&conn, opts.encryption.as_deref(), opts.encryption.is_some() || opts.readonly)?;
     conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;")?;
     finish_open(&conn, opts, true)?;
     crate::statement_rules::install(&conn);
@@ -546,10 +592,32 @@ fn finish_open(conn: &Connection, opts: &OpenOptions, reader: bool) -> Result<()
     Ok(())
 }
 
-/// Runs `PRAGMA name = value`. The name must be a plain identifier (optionally
-/// `schema.name`); the value is passed through as SQL so numbers, keywords and quoted
-/// strings all work, but it may not smuggle in a second statement.
+/// Runs `PRAGMA name = value`, under `check_pragma`'s rules: the name must be a plain
+/// identifier (optionally `schema.name`); the value is passed through as SQL so numbers,
+/// keywords and quoted strings all work, but it may not smuggle in a second statement.
 pub fn apply_pragma(conn: &Connection, name: &str, value: &str) -> Result<()> {
+    check_pragma(name, value)?;
+    let sql = format!("PRAGMA {name} = {value}");
+    // SQLite's own message may quote the value ("near ...: syntax error"): report the
+    // code's generic text, with the pragma's name and no SQL.
+    let fail = |e: rusqlite::Error| match Error::from(e) {
+        Error::Sqlite { code, .. } => Error::Sqlite {
+            code,
+            message: format!("pragma '{name}' could not be set: {}", crate::error::code_message(code)),
+            sql: None,
+        },
+        other => other,
+    };
+    // Some pragmas answer with a row (journal_mode), others with none.
+    let mut stmt = conn.prepare(&sql).map_err(fail)?;
+    let mut rows = stmt.raw_query();
+    while rows.next().map_err(fail)?.is_some() {}
+    Ok(())
+}
+
+/// The pragmas `apply_pragma` refuses, refused without a connection: an open checks them all
+/// before it creates or changes the file.
+pub fn check_pragma(name: &str, value: &str) -> Result<()> {
     let valid_name = !name.is_empty()
         && name.split('.').all(|p| {
             !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -571,21 +639,6 @@ pub fn apply_pragma(conn: &Connection, name: &str, value: &str) -> Result<()> {
     if crate::statement_rules::is_mode_pragma(name.split_once('.').map(|(schema, _)| schema), bare, value) {
         return Err(Error::Type(crate::statement_rules::MODE_PRAGMA_REFUSED.into()));
     }
-    let sql = format!("PRAGMA {name} = {value}");
-    // SQLite's own message may quote the value ("near ...: syntax error"): report the
-    // code's generic text, with the pragma's name and no SQL.
-    let fail = |e: rusqlite::Error| match Error::from(e) {
-        Error::Sqlite { code, .. } => Error::Sqlite {
-            code,
-            message: format!("pragma '{name}' could not be set: {}", crate::error::code_message(code)),
-            sql: None,
-        },
-        other => other,
-    };
-    // Some pragmas answer with a row (journal_mode), others with none.
-    let mut stmt = conn.prepare(&sql).map_err(fail)?;
-    let mut rows = stmt.raw_query();
-    while rows.next().map_err(fail)?.is_some() {}
     Ok(())
 }
 

@@ -117,8 +117,13 @@ impl Database {
         let thread_writes = writes.clone();
         let catalog = opts.catalog.clone();
         let inline_opts = OpenOptions { encryption: None, ..opts.clone() };
+        // Refused before anything is created (`:memory:`'s private file is made by `resolve`).
+        for (name, value) in &opts.pragmas {
+            crate::connection::check_pragma(name, value)?;
+        }
         let location = Location::resolve(&opts.path)?;
         location.check_shareable()?;
+        location.check_file_kind()?;
         let key: crate::backup::KeySlot = Arc::new(std::sync::Mutex::new(opts.encryption.clone()));
         let thread_key = key.clone();
         let poll_target = match (&location.temporary, readonly) {
@@ -436,11 +441,6 @@ impl Database {
 
     pub fn unsubscribe(&self, id: RequestId) {
         self.live.unsubscribe(id);
-    }
-
-    /// The file behind a `:memory:` database (deleted when the database closes).
-    pub fn temporary_path(&self) -> Option<&std::path::Path> {
-        self.location.temporary.as_deref()
     }
 
     pub fn live(&self) -> &LiveQueries {

@@ -35,6 +35,7 @@ pub mod read_connection;
 pub mod reader;
 mod long_reads;
 mod reader_queues;
+pub mod scratch_files;
 pub mod spin;
 pub mod statement_rules;
 pub mod statements;

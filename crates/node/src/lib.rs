@@ -627,14 +627,16 @@ impl NativeDatabase {
             Ok(())
         })
     }
+}
 
-    /// The private file behind a `:memory:` database, if this is one.
-    #[napi]
-    pub fn temporary_path(&self, env: Env) -> Result<Option<String>> {
-        guard(&env, || {
-            Ok(self.db.temporary_path().map(|p| p.to_string_lossy().into_owned()))
-        })
-    }
+/// Deletes the files quietsqlite made for its own use and has not deleted yet (behind
+/// `:memory:` databases, backups under way): the process is exiting.
+#[napi]
+pub fn remove_scratch_files(env: Env) -> Result<()> {
+    guard(&env, || {
+        quietsqlite_core::scratch_files::remove_all();
+        Ok(())
+    })
 }
 
 /// Test and experiment entry points: built only with the `test-hooks` feature (`npm test`
