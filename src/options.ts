@@ -115,25 +115,36 @@ export function checkKeys(what: string, value: unknown, known: readonly string[]
   // another realm are fine; null and primitives are not.
   if (value === null || typeof value !== 'object') throw new TypeError(`${what} options must be an object`);
   for (const key of Object.keys(value)) {
-    if (!known.includes(key)) {
-      const hint = closest(key, known);
-      throw new TypeError(
-        `unknown ${what} option '${key}'${hint ? ` (did you mean '${hint}'?)` : ''}; known options: ${known.join(', ')}`,
-      );
-    }
+    if (!known.includes(key)) refuseUnknown(what, key, known);
   }
 }
 
+function refuseUnknown(what: string, key: string, known: readonly string[]): never {
+  const hint = closest(key, known);
+  throw new TypeError(`unknown ${what} option '${key}'${hint ? ` (did you mean '${hint}'?)` : ''}; known options: ${known.join(', ')}`);
+}
+
 /**
- * `checkKeys`, then the options as a copy of their own properties, each read once, without a
- * prototype: a property added to Object.prototype (`encryptionKey`, `extensions`: a library
- * loaded from a path) is not an option, and a getter cannot answer one check and then
- * another (a key present, then undefined, opened a plaintext database).
+ * The options as a copy of the object's own properties, each read once, without a prototype;
+ * an unknown own enumerable key is refused as `checkKeys` refuses it. A known option found
+ * only on the prototype chain is a `TypeError`, never taken and never dropped: a property
+ * added to Object.prototype (`encryptionKey`, `extensions`: a library loaded from a path)
+ * must not become an option, and a class instance's getter must not be ignored in silence.
+ * One read per property: a getter cannot answer one check and then another (a key present,
+ * then undefined, opened a plaintext database).
  */
 export function ownOptions<T>(what: string, value: unknown, known: readonly string[]): Partial<T> {
-  checkKeys(what, value, known);
+  if (value === null || typeof value !== 'object') throw new TypeError(`${what} options must be an object`);
   const copy: Record<string, unknown> = Object.create(null);
-  for (const key of Object.keys(value)) copy[key] = value[key];
+  for (const key of Object.getOwnPropertyNames(value)) {
+    if (known.includes(key)) copy[key] = (value as Record<string, unknown>)[key];
+    else if (Object.prototype.propertyIsEnumerable.call(value, key)) refuseUnknown(what, key, known);
+  }
+  for (const key of known) {
+    if (!(key in copy) && key in value) {
+      throw new TypeError(`${what} option '${key}' is inherited: options must be the object's own properties`);
+    }
+  }
   return copy as Partial<T>;
 }
 
@@ -191,7 +202,8 @@ function renderPragmaValue(name: string, v: unknown): string {
 }
 
 export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
-  if (options === undefined) options = {};
+  // No options: the defaults, whatever Object.prototype holds.
+  if (options === undefined) options = Object.create(null);
   if (!isPlainObject(options)) throw new TypeError('options must be a plain object');
   const o = ownOptions<OpenOptions>('open', options, [
     'readers',

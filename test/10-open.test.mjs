@@ -341,7 +341,7 @@ test('execute() of SQL with no statement is a RangeError, and the database stays
 
 // Hostile probes of open options and paths (third round).
 
-test('options come from own properties only, each read once: Object.prototype adds none', async (t) => {
+test('options are own properties, each read once: Object.prototype adds none', async (t) => {
   const dir = await tempDir(t);
   const added = {
     encryptionKey: 'attacker-key',
@@ -350,22 +350,26 @@ test('options come from own properties only, each read once: Object.prototype ad
     pragmas: { user_version: 9 },
     rowMode: 'array',
     timeoutMs: 1,
-    force: true,
     mode: 'exclusive',
   };
   for (const [k, v] of Object.entries(added)) Object.prototype[k] = v;
   let db;
   try {
-    db = await Database.open(join(dir, 'p.db'), {});
+    // No options: the defaults (a plaintext file, writable, no extension loaded).
+    db = await Database.open(join(dir, 'p.db'));
     await db.execute('CREATE TABLE t(x)');
-    assert.deepEqual(await db.select('SELECT 1 AS one', [], {}), [{ one: 1 }]);
-    assert.deepEqual(await db.transaction(async (tx) => tx.selectOne('PRAGMA user_version'), {}), { user_version: 0 });
-    for await (const row of db.iterate('SELECT 2 AS two', [], {})) assert.deepEqual(row, { two: 2 });
+    assert.deepEqual(await db.select('SELECT 1 AS one'), [{ one: 1 }]);
+    assert.deepEqual(await db.transaction(async (tx) => tx.selectOne('PRAGMA user_version')), { user_version: 0 });
+    // Options given: an inherited one is refused, never taken.
+    await rejectsAsync(() => Database.open(join(dir, 'q.db'), {}), TypeError, /option 'encryptionKey' is inherited/);
+    await rejectsAsync(() => db.select('SELECT 1 AS one', [], {}), TypeError, /option 'rowMode' is inherited/);
+    await rejectsAsync(() => db.transaction(async () => {}, {}), TypeError, /option 'mode' is inherited/);
+    assert.throws(() => db.iterate('SELECT 1', [], {}), TypeError);
   } finally {
     for (const k of Object.keys(added)) delete Object.prototype[k];
   }
   await db.close();
-  // Plaintext: it opens without a key.
+  assert.equal(existsSync(join(dir, 'q.db')), false);
   const again = await Database.open(join(dir, 'p.db'));
   await again.close();
 
@@ -382,6 +386,20 @@ test('options come from own properties only, each read once: Object.prototype ad
   await enc.close();
   assert.equal(reads, 1);
   await rejectsAsync(() => Database.open(join(dir, 'g.db')), SqliteError, /key is wrong, or missing/);
+  // An own property that is not enumerable is an option all the same (a review: it was
+  // dropped, and the file was created in plaintext).
+  const hidden = Object.defineProperty({}, 'encryptionKey', { value: 'the key' });
+  const enc2 = await Database.open(join(dir, 'g.db'), hidden);
+  await enc2.close();
+  // A class instance's option on its prototype is refused rather than ignored.
+  class Options {
+    get mode() {
+      return 'deferred';
+    }
+  }
+  const db2 = await Database.open(join(dir, 'p.db'));
+  t.after(() => db2.close());
+  await rejectsAsync(() => db2.transaction(async () => {}, new Options()), TypeError, /inherited/);
 });
 
 test('a refused pragma is refused before the file is created or changed', async (t) => {

@@ -486,7 +486,7 @@ test('process.exit() in the middle of a backup leaves no partial copy beside the
   const dir = await tempDir(t);
   const src = join(dir, 'src.db');
   const db = await Database.open(src);
-  await fill(db, 4000, 1000);
+  await fill(db, 20_000, 1000);
   await db.close();
   const { spawnSync } = await import('node:child_process');
   const lib = new URL('../dist/index.mjs', import.meta.url).href;
@@ -495,17 +495,23 @@ test('process.exit() in the middle of a backup leaves no partial copy beside the
     [
       '--input-type=module',
       '-e',
-      `const { Database } = await import(${JSON.stringify(lib)});
+      `const { readdirSync } = await import('node:fs');
+       const { Database } = await import(${JSON.stringify(lib)});
        const db = await Database.open(${JSON.stringify(src)});
        await db.backup(${JSON.stringify(join(dir, 'dest.db'))}, {
          pagesPerStep: 10,
-         onProgress: () => { process.stdout.write('copying\\n'); process.exit(0); },
+         onProgress: () => {
+           // The copy must still be under way for the exit to test anything.
+           const copies = readdirSync(${JSON.stringify(dir)}).filter((f) => f.includes('quietsqlite-backup'));
+           process.stdout.write(\`copying \${copies.length}\\n\`);
+           process.exit(0);
+         },
        });
        process.stdout.write('finished\\n');`,
     ],
     { encoding: 'utf8' },
   );
   assert.equal(child.status, 0, child.stderr);
-  assert.equal(child.stdout, 'copying\n');
+  assert.equal(child.stdout, 'copying 1\n');
   assert.deepEqual(readdirSync(dir).filter((f) => f.includes('quietsqlite-backup')), []);
 });

@@ -565,7 +565,9 @@ test('a stream whose first run fails reads as ended inside its onError; a lone B
   const first = new Promise((resolve) => later.subscribe(resolve, (e) => states.push(later.ended, e.code)));
   await first;
   await db.execute("INSERT INTO t VALUES ('not json')");
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  for (const deadline = Date.now() + 10_000; states.length < 2 && Date.now() < deadline; ) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
   assert.deepEqual(states, [false, 'SQLITE_ERROR']);
   assert.equal(later.ended, false);
   later.end();

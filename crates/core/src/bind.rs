@@ -127,6 +127,7 @@ pub fn bind_refs<S: Parameters + ?Sized>(stmt: &mut S, values: &[ValueRef<'_>]) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::value::Value;
     use rusqlite::Connection;
 
     #[test]

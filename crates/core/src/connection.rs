@@ -520,11 +520,12 @@ pub(crate) fn unlock(conn: &Connection, key: Option<&Key>, check: bool) -> Resul
     }
 }
 
-/// Changes the key of the database `conn` (the writer) has open: `None` decrypts, a key on
-/// a plaintext database encrypts it. The caller makes sure no other connection of ours has
-/// the file open. SQLite3MC cannot encrypt a plaintext database in WAL mode, so that case
-/// runs in DELETE mode and switches back.
-pub(crate) fn rekey(conn: &Connection, key: Option<&Key>, was_encrypted: bool) -> Result<()> {
+/// Changes the key of the file `conn` (the writer) has open (`None`: decrypts; a key on a
+/// plaintext file encrypts it). The caller closes its other connections first. The first result is the
+/// rekey's: `Err` when the file keeps its key. The second is set when the file could not go
+/// back to WAL mode afterwards (it is left in rollback-journal mode; the caller tries again
+/// later). A file whose key changed has the new key whatever the second says.
+pub(crate) fn rekey(conn: &Connection, key: Option<&Key>, was_encrypted: bool) -> (Result<()>, Option<Error>) {
     // Every connection open on the file would keep the key it had: one that later reads or
     // checkpoints the new key's pages with the old key corrupts the file (AES-CBC cannot
     // tell a wrong key from data). Leaving WAL mode needs the file to itself (every other
@@ -539,15 +540,22 @@ pub(crate) fn rekey(conn: &Connection, key: Option<&Key>, was_encrypted: bool) -
         };
         match conn.query_row("PRAGMA journal_mode = DELETE", [], |r| r.get::<_, String>(0)) {
             Ok(mode) if mode.eq_ignore_ascii_case("delete") => {}
-            Ok(_) => return Err(not_alone()),
+            Ok(_) => return (Err(not_alone()), None),
             Err(e) => {
-                return Err(match Error::from(e) {
+                let e = match Error::from(e) {
                     Error::Sqlite { code, .. } if code & 0xff == rusqlite::ffi::SQLITE_BUSY => not_alone(),
                     other => other,
-                })
+                };
+                return (Err(e), None);
             }
         }
     }
+    let outcome = change_key(conn, key);
+    let back = if leave_wal { back_to_wal(conn).err() } else { None };
+    (outcome, back)
+}
+
+fn change_key(conn: &Connection, key: Option<&Key>) -> Result<()> {
     let (ptr, len) = match key {
         Some(k) => {
             select_cipher(conn, k.cipher)?;
@@ -559,24 +567,26 @@ pub(crate) fn rekey(conn: &Connection, key: Option<&Key>, was_encrypted: bool) -
     // SAFETY: the handle is valid while `conn` lives; `ptr` is NULL (len 0) or valid for
     // `len` bytes for the call, and SQLite3MC keeps no pointer to it.
     let rc = unsafe { sqlite3_rekey_v2(conn.handle(), c"main".as_ptr(), ptr.cast(), len) };
-    let outcome = if rc == rusqlite::ffi::SQLITE_OK {
+    if rc == rusqlite::ffi::SQLITE_OK {
         Ok(())
     } else {
         // SQLite3MC's own message names what failed and never the key.
         // SAFETY: the handle is valid; sqlite3_errmsg returns a NUL-terminated string.
         let msg = unsafe { CStr::from_ptr(rusqlite::ffi::sqlite3_errmsg(conn.handle())) }.to_string_lossy().into_owned();
         Err(Error::sqlite(rc, format!("rekey failed: {msg}")))
-    };
-    if leave_wal {
-        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(Error::sqlite(
-                rusqlite::ffi::SQLITE_ERROR,
-                format!("could not switch the database back to WAL mode after rekey (it reports '{mode}')"),
-            ));
-        }
     }
-    outcome
+}
+
+/// Switches the file back to WAL mode (after a rekey left it).
+pub(crate) fn back_to_wal(conn: &Connection) -> Result<()> {
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::sqlite(
+            rusqlite::ffi::SQLITE_BUSY,
+            format!("could not switch the database back to WAL mode (it reports '{mode}')"),
+        ));
+    }
+    Ok(())
 }
 
 fn finish_open(conn: &Connection, opts: &OpenOptions, reader: bool) -> Result<()> {
@@ -725,7 +735,10 @@ mod tests {
         let w = open_writer(&loc, &opts).unwrap();
         w.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (42)").unwrap();
         let two = Key::passphrase(Cipher::ChaCha20, b"two").unwrap();
-        rekey(&w, Some(&two), true).unwrap();
+        let (outcome, not_wal) = rekey(&w, Some(&two), true);
+        outcome.unwrap();
+        assert!(not_wal.is_none(), "back in WAL mode");
+        assert_eq!(w.query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0)).unwrap(), "wal");
         drop(w);
         let e = open_reader(&loc, &opts).unwrap_err();
         assert!(matches!(e, Error::Sqlite { code: rusqlite::ffi::SQLITE_NOTADB, .. }), "{e}");

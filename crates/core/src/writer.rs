@@ -81,6 +81,11 @@ pub(crate) enum WriterMsg {
     Abandon(Arc<Countdown>),
 }
 
+/// What a rekey() failure says when the file was re-keyed and could not go back to WAL mode.
+pub(crate) const REKEY_DONE_NOT_WAL: &str =
+    "the database now has the new key (rekey() changed it), but it could not go back to WAL mode \
+     at once; it stays in rollback-journal mode until a later write switches it back";
+
 /// What a rekey() failure says when the file was re-keyed and a reader then failed to reopen.
 const REKEY_DONE_READER_FAILED: &str =
     "the database now has the new key (rekey() changed it), but a reader connection could not reopen \
@@ -144,6 +149,8 @@ pub(crate) struct Writer {
     cipher: Cipher,
     /// Open iterators hold readers; a rekey ends them first (a parked reader holds nothing).
     iterators: Arc<crate::iterate::Iterators>,
+    /// A rekey could not put the file back in WAL mode (why): tried again before each write.
+    not_wal: Option<Error>,
     /// The key the file has now: backups read it (see backup.rs), and readers that closed
     /// for a rekey that failed reopen with it.
     key_slot: crate::backup::KeySlot,
@@ -199,6 +206,7 @@ impl Writer {
             cipher,
             iterators,
             key_slot,
+            not_wal: None,
         })
     }
 
@@ -378,6 +386,11 @@ impl Writer {
     }
 
     fn handle(&mut self, job: WriteJob) -> Result<Output> {
+        if self.not_wal.is_some() && self.held_by.is_none() && self.conn.is_autocommit() {
+            if crate::connection::back_to_wal(&self.conn).is_ok() {
+                self.not_wal = None;
+            }
+        }
         if let Some((failed, err)) = &self.failed_begin {
             if job.tx == Some(*failed) {
                 let err = err.clone();
@@ -551,7 +564,12 @@ impl Writer {
         let outcome = match gate.take_failure() {
             // A reader could not step aside: the file is left as it is.
             Some(e) => Err(e),
-            None => crate::connection::rekey(&self.conn, key.as_deref(), self.encrypted),
+            None => {
+                let (outcome, not_wal) = crate::connection::rekey(&self.conn, key.as_deref(), self.encrypted);
+                // Left in rollback-journal mode: tried again before the next write.
+                self.not_wal = not_wal;
+                outcome
+            }
         };
         let reopen = match (&outcome, rewrites) {
             (Ok(()), _) => {
@@ -577,15 +595,19 @@ impl Writer {
         if let Some(k) = &key {
             self.cipher = k.cipher;
         }
-        // The file has the new key whatever a reader says: a caller who took this failure
-        // for "nothing changed" would keep the old key and lock itself out.
-        match reader_failure {
-            Some(e) if rewrites => {
+        // The file has the new key whatever a reader or the journal mode says: a caller who
+        // took this failure for "nothing changed" would keep the old key and lock itself out.
+        match (reader_failure, &self.not_wal) {
+            (Some(e), _) if rewrites => {
                 let (code, message) = e.code_and_message(rusqlite::ffi::SQLITE_CANTOPEN);
                 Err(Error::sqlite(code, format!("{REKEY_DONE_READER_FAILED}: {message}")))
             }
-            Some(e) => Err(e),
-            None => Ok(()),
+            (Some(e), _) => Err(e),
+            (None, Some(e)) => {
+                let (code, message) = e.code_and_message(rusqlite::ffi::SQLITE_BUSY);
+                Err(Error::sqlite(code, format!("{REKEY_DONE_NOT_WAL}: {message}")))
+            }
+            (None, None) => Ok(()),
         }
     }
 
