@@ -125,13 +125,13 @@ function refuseUnknown(what: string, key: string, known: readonly string[]): nev
 }
 
 /**
- * The options as a copy of the object's own properties, each read once, without a prototype;
- * an unknown own enumerable key is refused as `checkKeys` refuses it. A known option found
- * only on the prototype chain is a `TypeError`, never taken and never dropped: a property
- * added to Object.prototype (`encryptionKey`, `extensions`: a library loaded from a path)
- * must not become an option, and a class instance's getter must not be ignored in silence.
- * One read per property: a getter cannot answer one check and then another (a key present,
- * then undefined, opened a plaintext database).
+ * The options as a copy of the object's own properties (enumerable or not), each read once,
+ * without a prototype; an unknown own enumerable key is refused as `checkKeys` refuses it.
+ * Nothing inherited is an option: a property added to Object.prototype (`encryptionKey`,
+ * `extensions`: a library loaded from a path) is not seen, and a class instance's option on
+ * its prototype is a `TypeError`, never ignored in silence. One read per property: a getter
+ * cannot answer one check and then another (a key present, then undefined, opened a
+ * plaintext database).
  */
 export function ownOptions<T>(what: string, value: unknown, known: readonly string[]): Partial<T> {
   if (value === null || typeof value !== 'object') throw new TypeError(`${what} options must be an object`);
@@ -140,9 +140,14 @@ export function ownOptions<T>(what: string, value: unknown, known: readonly stri
     if (known.includes(key)) copy[key] = (value as Record<string, unknown>)[key];
     else if (Object.prototype.propertyIsEnumerable.call(value, key)) refuseUnknown(what, key, known);
   }
-  for (const key of known) {
-    if (!(key in copy) && key in value) {
-      throw new TypeError(`${what} option '${key}' is inherited: options must be the object's own properties`);
+  // A plain object's only inherited properties are Object.prototype's: not options, and not
+  // looked for (each `in` costs; experiment 089).
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) {
+    for (const key of known) {
+      if (!(key in copy) && key in value) {
+        throw new TypeError(`${what} option '${key}' is inherited: options must be the object's own properties`);
+      }
     }
   }
   return copy as Partial<T>;
