@@ -458,7 +458,10 @@ test('busyTimeout holds for the open itself (it waited 5 s whatever was set)', a
     process.execPath,
     [
       '-e',
-      `const D = require('better-sqlite3'); const db = new D(${JSON.stringify(path)});
+      // better-sqlite3 is built for the Node of `npm install` (20); Node 24 has node:sqlite.
+      `const db = process.getBuiltinModule?.('node:sqlite')
+         ? new (process.getBuiltinModule('node:sqlite').DatabaseSync)(${JSON.stringify(path)})
+         : new (require('better-sqlite3'))(${JSON.stringify(path)});
        db.exec("PRAGMA journal_mode = DELETE; CREATE TABLE t(x); BEGIN EXCLUSIVE; INSERT INTO t VALUES (1)");
        process.stdout.write('held\\n'); setTimeout(() => {}, 60000);`,
     ],
