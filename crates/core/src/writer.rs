@@ -387,9 +387,7 @@ impl Writer {
 
     fn handle(&mut self, job: WriteJob) -> Result<Output> {
         if self.not_wal.is_some() && self.held_by.is_none() && self.conn.is_autocommit() {
-            if crate::connection::back_to_wal(&self.conn).is_ok() {
-                self.not_wal = None;
-            }
+            self.retry_wal();
         }
         if let Some((failed, err)) = &self.failed_begin {
             if job.tx == Some(*failed) {
@@ -532,9 +530,21 @@ impl Writer {
         out
     }
 
+    /// Switches the file back to WAL mode after a rekey could not, without waiting for locks:
+    /// a write must not wait `busyTimeout` for each try.
+    fn retry_wal(&mut self) {
+        use std::time::Duration;
+        // sqlite3_busy_timeout only returns SQLITE_OK: nothing to handle.
+        let _ = self.conn.busy_timeout(Duration::ZERO);
+        if crate::connection::back_to_wal(&self.conn).is_ok() {
+            self.not_wal = None;
+        }
+        let _ = self.conn.busy_timeout(Duration::from_millis(u64::from(self.reopen.1.busy_timeout_ms)));
+    }
+
     /// Parks every reader (each finishes what it runs; none holds a read), closing its
-    /// connection when the file is to be rewritten, changes the key, then has each reader reopen with the key the file has:
-    /// the new one, or on failure the old one.
+    /// connection when the file is to be rewritten, changes the key, then has each reader
+    /// reopen with the key the file has: the new one, or on failure the old one.
     fn rekey(&mut self, key: Option<Arc<Key>>) -> Result<()> {
         if self.held_by.is_some() || !self.conn.is_autocommit() {
             return Err(Error::Internal("rekey inside a transaction".into()));
