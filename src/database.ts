@@ -106,6 +106,7 @@ const FORMATS = [Kind.Rows, Kind.FirstRow, Kind.Bytes, Kind.Describe] as const;
 const INLINE_SCRATCH_BYTES = 16 * 1024;
 /** Added to a read's format: the addon binds the parameters its inline attempt converted. */
 const READ_PARKED_PARAMS: number = binding.READ_PARKED_PARAMS;
+const REKEY_DONE: string = binding.REKEY_DONE;
 /** A batch of more sets than this crosses in parts, the first this size, each next one twice
  * the last, up to BATCH_PART_MAX (docs/experiments/060-batch-in-parts.md): the writer starts
  * soon, and a part's own cost stays small beside its rows'. */
@@ -506,9 +507,16 @@ export class Database implements Executor, TransactionHost, StatementHost {
         throw err;
       }
       return sent
-        .then(() => {
-          this.#encrypted = k !== undefined;
-        })
+        .then(
+          () => {
+            this.#encrypted = k !== undefined;
+          },
+          (err: unknown) => {
+            // Rejected, but the file has the new key (a reader could not reopen, ...).
+            if (err instanceof Error && err.message.startsWith(REKEY_DONE)) this.#encrypted = k !== undefined;
+            throw err;
+          },
+        )
         .finally(() => {
           this.#inlineHeld--;
         });

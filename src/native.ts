@@ -21,6 +21,7 @@ interface Binding {
   DEFAULT_CHUNK_ROWS: number;
   MAX_CHUNK_ROWS: number;
   MAX_INLINE_BUDGET_US: number;
+  REKEY_DONE: string;
   FUNCTION_OP_SCALAR: number;
   FUNCTION_OP_STEP: number;
   FUNCTION_OP_INVERSE: number;

@@ -208,6 +208,9 @@ export interface NativeOpenOptions {
  */
 export declare const READ_PARKED_PARAMS: number
 
+/** How a rekey() failure begins when the file has the new key all the same. */
+export declare const REKEY_DONE: string
+
 /**
  * Deletes the files quietsqlite made for its own use and has not deleted yet (behind
  * `:memory:` databases, backups under way): the process is exiting.

@@ -520,39 +520,58 @@ pub(crate) fn unlock(conn: &Connection, key: Option<&Key>, check: bool) -> Resul
     }
 }
 
+/// What is left of the writer's connection after `rekey`.
+pub(crate) enum AfterRekey {
+    /// In WAL mode, usable.
+    Wal,
+    /// Usable, but the file could not go back to WAL mode (why): it is in rollback-journal mode.
+    NotWal(Error),
+    /// The rewrite failed: nothing may be written through this connection again. SQLite3MC
+    /// switches its write cipher off to decrypt and does not switch it back when that fails,
+    /// so the next page it writes (going back to WAL mode writes page 1) is plaintext in an
+    /// encrypted file. The caller replaces the connection.
+    Unusable,
+}
+
+/// Every connection open on the file would keep the key it had: one that later reads or
+/// checkpoints the new key's pages with the old key corrupts the file (AES-CBC cannot tell a
+/// wrong key from data). So a rekey needs the file to itself.
+pub(crate) fn not_alone() -> Error {
+    Error::sqlite(
+        rusqlite::ffi::SQLITE_BUSY,
+        "rekey() needs the database to itself: another connection (another Database, or another process) has it open",
+    )
+}
+
 /// Changes the key of the file `conn` (the writer) has open (`None`: decrypts; a key on a
-/// plaintext file encrypts it). The caller closes its other connections first. The first result is the
-/// rekey's: `Err` when the file keeps its key. The second is set when the file could not go
-/// back to WAL mode afterwards (it is left in rollback-journal mode; the caller tries again
-/// later). A file whose key changed has the new key whatever the second says.
-pub(crate) fn rekey(conn: &Connection, key: Option<&Key>, was_encrypted: bool) -> (Result<()>, Option<Error>) {
-    // Every connection open on the file would keep the key it had: one that later reads or
-    // checkpoints the new key's pages with the old key corrupts the file (AES-CBC cannot
-    // tell a wrong key from data). Leaving WAL mode needs the file to itself (every other
-    // WAL connection holds a shared lock on it), so it proves that none is open.
+/// plaintext file encrypts it). The caller closes its other connections first. The result is
+/// the rekey's (`Err`: the file keeps its key); the second value says what the connection is
+/// fit for afterwards.
+pub(crate) fn rekey(conn: &Connection, key: Option<&Key>, was_encrypted: bool) -> (Result<()>, AfterRekey) {
+    // Leaving WAL mode needs the file to itself (every other WAL connection holds a shared
+    // lock on it), so it proves that no other connection is open.
     let leave_wal = key.is_some() || was_encrypted;
     if leave_wal {
-        let not_alone = || {
-            Error::sqlite(
-                rusqlite::ffi::SQLITE_BUSY,
-                "rekey() needs the database to itself: another connection (another Database, or another process) has it open",
-            )
-        };
         match conn.query_row("PRAGMA journal_mode = DELETE", [], |r| r.get::<_, String>(0)) {
             Ok(mode) if mode.eq_ignore_ascii_case("delete") => {}
-            Ok(_) => return (Err(not_alone()), None),
+            Ok(_) => return (Err(not_alone()), AfterRekey::Wal),
             Err(e) => {
                 let e = match Error::from(e) {
                     Error::Sqlite { code, .. } if code & 0xff == rusqlite::ffi::SQLITE_BUSY => not_alone(),
                     other => other,
                 };
-                return (Err(e), None);
+                return (Err(e), AfterRekey::Wal);
             }
         }
     }
-    let outcome = change_key(conn, key);
-    let back = if leave_wal { back_to_wal(conn).err() } else { None };
-    (outcome, back)
+    if let Err(e) = change_key(conn, key) {
+        return (Err(e), if leave_wal { AfterRekey::Unusable } else { AfterRekey::Wal });
+    }
+    let after = match leave_wal.then(|| back_to_wal(conn)) {
+        Some(Err(e)) => AfterRekey::NotWal(e),
+        _ => AfterRekey::Wal,
+    };
+    (Ok(()), after)
 }
 
 fn change_key(conn: &Connection, key: Option<&Key>) -> Result<()> {
@@ -570,9 +589,11 @@ fn change_key(conn: &Connection, key: Option<&Key>) -> Result<()> {
     if rc == rusqlite::ffi::SQLITE_OK {
         Ok(())
     } else {
-        // SQLite3MC's own message names what failed and never the key.
+        // SQLite3MC's own message names what failed and never the key; some failures leave
+        // none ("not an error"), and the code's text says more.
         // SAFETY: the handle is valid; sqlite3_errmsg returns a NUL-terminated string.
         let msg = unsafe { CStr::from_ptr(rusqlite::ffi::sqlite3_errmsg(conn.handle())) }.to_string_lossy().into_owned();
+        let msg = if msg == "not an error" { crate::error::code_message(rc) } else { msg };
         Err(Error::sqlite(rc, format!("rekey failed: {msg}")))
     }
 }
@@ -735,9 +756,9 @@ mod tests {
         let w = open_writer(&loc, &opts).unwrap();
         w.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (42)").unwrap();
         let two = Key::passphrase(Cipher::ChaCha20, b"two").unwrap();
-        let (outcome, not_wal) = rekey(&w, Some(&two), true);
+        let (outcome, after) = rekey(&w, Some(&two), true);
         outcome.unwrap();
-        assert!(not_wal.is_none(), "back in WAL mode");
+        assert!(matches!(after, AfterRekey::Wal), "back in WAL mode");
         assert_eq!(w.query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0)).unwrap(), "wal");
         drop(w);
         let e = open_reader(&loc, &opts).unwrap_err();

@@ -164,6 +164,13 @@ impl ChangeTracker {
     }
 }
 
+impl ChangeTracker {
+    /// The flag this tracker reads (for a tracker installed on a replacing connection).
+    pub fn tracking(&self) -> Arc<AtomicBool> {
+        self.state.tracking.clone()
+    }
+}
+
 impl Drop for ChangeTracker {
     fn drop(&mut self) {
         // SAFETY: `db` is still open (the tracker is dropped before its connection).

@@ -81,15 +81,17 @@ pub(crate) enum WriterMsg {
     Abandon(Arc<Countdown>),
 }
 
-/// What a rekey() failure says when the file was re-keyed and could not go back to WAL mode.
-pub(crate) const REKEY_DONE_NOT_WAL: &str =
-    "the database now has the new key (rekey() changed it), but it could not go back to WAL mode \
-     at once; it stays in rollback-journal mode until a later write switches it back";
+/// How a rekey() failure begins when the file was re-keyed all the same: the caller must use
+/// the new key (the JS layer looks for it to know the file's encryption).
+pub const REKEY_DONE: &str = "the database now has the new key (rekey() changed it)";
 
-/// What a rekey() failure says when the file was re-keyed and a reader then failed to reopen.
+/// What follows `REKEY_DONE` when the file could not go back to WAL mode.
+const REKEY_DONE_NOT_WAL: &str = "but it could not go back to WAL mode at once; it stays in rollback-journal \
+     mode until a later write, or the next open, switches it back";
+
+/// What follows `REKEY_DONE` when a reader then failed to reopen.
 const REKEY_DONE_READER_FAILED: &str =
-    "the database now has the new key (rekey() changed it), but a reader connection could not reopen \
-     with it; reads on that reader fail until the database is reopened";
+    "but a reader connection could not reopen with it; reads on that reader fail until the database is reopened";
 
 /// Told about every committed transaction that changed something.
 pub trait ChangeListener: Send + Sync {
@@ -151,6 +153,9 @@ pub(crate) struct Writer {
     iterators: Arc<crate::iterate::Iterators>,
     /// A rekey could not put the file back in WAL mode (why): tried again before each write.
     not_wal: Option<Error>,
+    /// A failed rekey left `conn` unfit to write (`AfterRekey::Unusable`), and a new one
+    /// could not be opened (why): tried again before each request, which fails until then.
+    unusable: Option<Error>,
     /// The key the file has now: backups read it (see backup.rs), and readers that closed
     /// for a rekey that failed reopen with it.
     key_slot: crate::backup::KeySlot,
@@ -207,6 +212,7 @@ impl Writer {
             iterators,
             key_slot,
             not_wal: None,
+            unusable: None,
         })
     }
 
@@ -386,6 +392,13 @@ impl Writer {
     }
 
     fn handle(&mut self, job: WriteJob) -> Result<Output> {
+        if let Some(e) = &self.unusable {
+            let e = e.clone();
+            match self.replace_connection() {
+                Ok(()) => self.unusable = None,
+                Err(_) => return Err(e),
+            }
+        }
         if self.not_wal.is_some() && self.held_by.is_none() && self.conn.is_autocommit() {
             self.retry_wal();
         }
@@ -530,6 +543,54 @@ impl Writer {
         out
     }
 
+    /// The rekey itself, with every reader parked (and closed when the file is rewritten).
+    fn rekey_alone(&mut self, key: Option<&Key>) -> Result<()> {
+        use crate::connection::AfterRekey;
+        // A file an earlier rekey left out of WAL mode goes back first: leaving rollback-
+        // journal mode proves no other connection has the file open (leaving it for DELETE
+        // proves nothing then).
+        if self.not_wal.is_some() {
+            if crate::connection::back_to_wal(&self.conn).is_err() {
+                return Err(crate::connection::not_alone());
+            }
+            self.not_wal = None;
+        }
+        let (outcome, after) = crate::connection::rekey(&self.conn, key, self.encrypted);
+        match after {
+            AfterRekey::Wal => {}
+            // Tried again before the next write.
+            AfterRekey::NotWal(e) => self.not_wal = Some(e),
+            AfterRekey::Unusable => {
+                if let Err(e) = self.replace_connection() {
+                    let (code, message) = e.code_and_message(rusqlite::ffi::SQLITE_CANTOPEN);
+                    self.unusable = Some(Error::sqlite(
+                        code,
+                        format!("the writer could not reopen after a failed rekey() (the file keeps its key): {message}"),
+                    ));
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Replaces the writer's connection with a new one, opened with the key the file has
+    /// (`AfterRekey::Unusable`). Only while no transaction runs and the readers are closed or
+    /// idle; the old connection writes nothing as it closes (out of WAL mode, no transaction).
+    fn replace_connection(&mut self) -> Result<()> {
+        let (loc, mut opts) = self.reopen.clone();
+        opts.encryption = self.key_slot.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut conn = crate::connection::open_writer(&loc, &opts)?;
+        self.watch.attach(&mut conn)?;
+        let tracker = ChangeTracker::install(&conn, self.tracker.tracking());
+        self.schema_version = conn.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
+        self.data_version = Some(conn.query_row("PRAGMA data_version", [], |r| r.get(0))?);
+        // The old tracker's hooks go before its connection closes.
+        drop(std::mem::replace(&mut self.tracker, tracker));
+        drop(std::mem::replace(&mut self.conn, ReadConnection::new(conn, opts.statement_cache)));
+        self.not_wal = None;
+        Ok(())
+    }
+
     /// Switches the file back to WAL mode after a rekey could not, without waiting for locks:
     /// a write must not wait `busyTimeout` for each try.
     fn retry_wal(&mut self) {
@@ -574,12 +635,7 @@ impl Writer {
         let outcome = match gate.take_failure() {
             // A reader could not step aside: the file is left as it is.
             Some(e) => Err(e),
-            None => {
-                let (outcome, not_wal) = crate::connection::rekey(&self.conn, key.as_deref(), self.encrypted);
-                // Left in rollback-journal mode: tried again before the next write.
-                self.not_wal = not_wal;
-                outcome
-            }
+            None => self.rekey_alone(key.as_deref()),
         };
         let reopen = match (&outcome, rewrites) {
             (Ok(()), _) => {
@@ -610,12 +666,12 @@ impl Writer {
         match (reader_failure, &self.not_wal) {
             (Some(e), _) if rewrites => {
                 let (code, message) = e.code_and_message(rusqlite::ffi::SQLITE_CANTOPEN);
-                Err(Error::sqlite(code, format!("{REKEY_DONE_READER_FAILED}: {message}")))
+                Err(Error::sqlite(code, format!("{REKEY_DONE}, {REKEY_DONE_READER_FAILED}: {message}")))
             }
             (Some(e), _) => Err(e),
             (None, Some(e)) => {
                 let (code, message) = e.code_and_message(rusqlite::ffi::SQLITE_BUSY);
-                Err(Error::sqlite(code, format!("{REKEY_DONE_NOT_WAL}: {message}")))
+                Err(Error::sqlite(code, format!("{REKEY_DONE}, {REKEY_DONE_NOT_WAL}: {message}")))
             }
             (None, None) => Ok(()),
         }

@@ -143,6 +143,9 @@ pub const MAX_CHUNK_ROWS: u32 = quietsqlite_core::iterate::MAX_CHUNK_ROWS;
 /// The largest `inlineReads.budgetUs` (the JS layer refuses larger ones with it).
 #[napi]
 pub const MAX_INLINE_BUDGET_US: u32 = quietsqlite_core::inline::MAX_BUDGET_US;
+/// How a rekey() failure begins when the file has the new key all the same.
+#[napi]
+pub const REKEY_DONE: &str = quietsqlite_core::writer::REKEY_DONE;
 
 /// What a call of the function dispatcher asks (`op`, its first argument): the numbers of
 /// quietsqlite_core::functions::Op.
