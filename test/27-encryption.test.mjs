@@ -257,6 +257,92 @@ test('a passphrase with a lone surrogate is a TypeError (UTF-8 would make it U+F
   await db.rekey('\ufffdx');
 });
 
+/** The rows of the file opened with `key` (undefined: none), or the error's code. */
+async function rowsWith(path, key) {
+  try {
+    const d = await Database.open(path, key === undefined ? {} : { encryptionKey: key });
+    try {
+      const [{ integrity_check: check }] = await d.select('PRAGMA integrity_check');
+      return `${(await d.selectOne('SELECT count(*) AS n FROM t')).n} ${check}`;
+    } finally {
+      await d.close();
+    }
+  } catch (e) {
+    return e.code;
+  }
+}
+
+test('a rekey that fails half-way (a write error) leaves the file as it was, from a copy set aside first', async (t) => {
+  // SQLite3MC's rollback of a failed rekey writes pages with the wrong cipher: the file
+  // opened with neither key. A child process with a file-size limit just above the file's
+  // size makes encryption (which needs a few more pages) fail half-way, deterministically.
+  const dir = await tempDir(t);
+  const path = join(dir, 'big.db');
+  const db = await Database.open(path);
+  await db.execute('CREATE TABLE t(x)');
+  await db.execute('WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 3000) INSERT INTO t SELECT randomblob(1000) FROM c');
+  await db.close();
+  const { statSync, readdirSync: list } = await import('node:fs');
+  const { spawnSync } = await import('node:child_process');
+  const limitKb = Math.floor(statSync(path).size / 1024) + 2;
+  const lib = new URL('../dist/index.mjs', import.meta.url).href;
+  const script = `const { Database } = await import(${JSON.stringify(lib)});
+    const db = await Database.open(${JSON.stringify(path)});
+    const rekey = await db.rekey('the new key').then(() => 'resolved', (e) => e.code);
+    const write = await db.execute('INSERT INTO t VALUES (1)').then(() => 'ok', (e) => e.code);
+    const read = (await db.selectOne('SELECT count(*) AS n FROM t')).n;
+    await db.close();
+    process.stdout.write(JSON.stringify({ rekey, write, read }));`;
+  const child = spawnSync('/bin/sh', ['-c', `ulimit -f ${limitKb} && exec "$0" --input-type=module -e "$1"`, process.execPath, script], { encoding: 'utf8' });
+  assert.equal(child.status, 0, child.stderr);
+  const seen = JSON.parse(child.stdout);
+  assert.match(seen.rekey, /^SQLITE_IOERR/, child.stdout);
+  assert.deepEqual({ write: seen.write, read: seen.read }, { write: 'ok', read: 3001 });
+  assert.equal(await rowsWith(path), '3001 ok');
+  assert.deepEqual(list(dir).filter((f) => f !== 'big.db'), []);
+});
+
+test('a forced close during rekey(null) waits for it: the file has one key, never half of each', async (t) => {
+  // A chaos probe: the forced close interrupted SQLite3MC's decryption, whose rollback wrote
+  // page 1 in plaintext (its write cipher was off): the file opened with neither key.
+  const dir = await tempDir(t);
+  for (const delayMs of [0, 1, 2, 4, 8]) {
+    const path = join(dir, `f${delayMs}.db`);
+    const db = await Database.open(path, { encryptionKey: KEY });
+    await fill(db);
+    const rekeyed = db.rekey(null).then(() => 'resolved', (e) => e.code);
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
+    await db.close({ force: true });
+    const outcome = await rekeyed;
+    const [withKey, without] = [await rowsWith(path, KEY), await rowsWith(path)];
+    if (outcome === 'resolved') assert.equal(without, '200 ok', `${delayMs} ms`);
+    else assert.ok(withKey === '200 ok' || without === '200 ok', `${delayMs} ms: ${outcome}, ${withKey}, ${without}`);
+  }
+});
+
+test('another Database opening the file while rekey() runs never breaks the readers', async (t) => {
+  // A chaos probe: an open of the same file in this process (which shares SQLite's locks)
+  // slipped in after the rekey proved it was alone, and the readers could not reopen for good.
+  const dir = await tempDir(t);
+  for (const delayMs of [0, 1, 3, 6, 12]) {
+    const path = join(dir, `o${delayMs}.db`);
+    const db = await Database.open(path, { readers: 2 });
+    await fill(db);
+    const rekeyed = db.rekey('the new key').then(() => 'resolved', (e) => e.code);
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
+    const other = await Database.open(path, { busyTimeout: 50 }).catch((e) => e.code);
+    const outcome = await rekeyed;
+    if (typeof other !== 'string') await other.close();
+    for (let i = 0; i < 4; i++) assert.deepEqual(await db.selectOne('SELECT count(*) AS n FROM t'), { n: 200 }, `${delayMs} ms: ${outcome}`);
+    await db.close();
+    if (outcome === 'resolved') assert.equal(await rowsWith(path, 'the new key'), '200 ok', `${delayMs} ms`);
+    else {
+      assert.equal(outcome, 'SQLITE_BUSY', `${delayMs} ms`);
+      assert.equal(await rowsWith(path), '200 ok', `${delayMs} ms`);
+    }
+  }
+});
+
 test('a Buffer key is a raw key; its length and cipher are checked', async (t) => {
   const dir = await tempDir(t);
   const key = Buffer.alloc(32, 0);

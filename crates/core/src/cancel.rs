@@ -170,6 +170,8 @@ pub(crate) struct Watch {
     reader: Option<Arc<crate::long_reads::ReaderState>>,
     /// True while `current` holds a ticket: the handler takes no lock otherwise.
     armed: AtomicBool,
+    /// True while work that must not be cut off runs (`shielded`): nothing interrupts it.
+    shielded: AtomicBool,
     current: Mutex<Option<(RequestId, Arc<Ticket>)>>,
 }
 
@@ -180,7 +182,13 @@ impl Watch {
         cancellation: Arc<Cancellation>,
         reader: Option<Arc<crate::long_reads::ReaderState>>,
     ) -> rusqlite::Result<Arc<Watch>> {
-        let watch = Arc::new(Watch { cancellation, reader, armed: AtomicBool::new(false), current: Mutex::new(None) });
+        let watch = Arc::new(Watch {
+            cancellation,
+            reader,
+            armed: AtomicBool::new(false),
+            shielded: AtomicBool::new(false),
+            current: Mutex::new(None),
+        });
         watch.attach(conn)?;
         Ok(watch)
     }
@@ -203,7 +211,25 @@ impl Watch {
         )
     }
 
+    /// Runs `f` with no interruption, not even a forced close's: a rekey interrupted half-way
+    /// is rolled back by SQLite3MC with its write cipher off, which writes plaintext pages into
+    /// an encrypted file.
+    pub(crate) fn shielded<T>(&self, f: impl FnOnce() -> T) -> T {
+        struct Unshield<'a>(&'a AtomicBool);
+        impl Drop for Unshield<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        self.shielded.store(true, Ordering::Release);
+        let _unshield = Unshield(&self.shielded);
+        f()
+    }
+
     fn should_interrupt(&self) -> bool {
+        if self.shielded.load(Ordering::Acquire) {
+            return false;
+        }
         if self.cancellation.is_stopping() {
             return true;
         }

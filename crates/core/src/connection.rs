@@ -549,29 +549,94 @@ pub(crate) fn not_alone() -> Error {
 /// fit for afterwards.
 pub(crate) fn rekey(conn: &Connection, key: Option<&Key>, was_encrypted: bool) -> (Result<()>, AfterRekey) {
     // Leaving WAL mode needs the file to itself (every other WAL connection holds a shared
-    // lock on it), so it proves that no other connection is open.
+    // lock on it), so it proves that no other connection is open. In exclusive locking mode
+    // the lock it takes for that is kept until the rekey is over: no connection (another
+    // Database of this process, which shares SQLite's locks, included) opens the file in
+    // between, with the old key.
     let leave_wal = key.is_some() || was_encrypted;
-    if leave_wal {
-        match conn.query_row("PRAGMA journal_mode = DELETE", [], |r| r.get::<_, String>(0)) {
-            Ok(mode) if mode.eq_ignore_ascii_case("delete") => {}
-            Ok(_) => return (Err(not_alone()), AfterRekey::Wal),
-            Err(e) => {
-                let e = match Error::from(e) {
-                    Error::Sqlite { code, .. } if code & 0xff == rusqlite::ffi::SQLITE_BUSY => not_alone(),
-                    other => other,
-                };
-                return (Err(e), AfterRekey::Wal);
-            }
+    if !leave_wal {
+        return (change_key(conn, key), AfterRekey::Wal);
+    }
+    if let Err(e) = conn.execute_batch("PRAGMA locking_mode = EXCLUSIVE") {
+        return (Err(e.into()), AfterRekey::Wal);
+    }
+    let left = match conn.query_row("PRAGMA journal_mode = DELETE", [], |r| r.get::<_, String>(0)) {
+        Ok(mode) if mode.eq_ignore_ascii_case("delete") => Ok(()),
+        Ok(_) => Err(not_alone()),
+        Err(e) => Err(match Error::from(e) {
+            Error::Sqlite { code, .. } if code & 0xff == rusqlite::ffi::SQLITE_BUSY => not_alone(),
+            other => other,
+        }),
+    };
+    let (outcome, after) = match left {
+        Err(e) => (Err(e), AfterRekey::Wal),
+        Ok(()) => rewrite_with_copy(conn, key),
+    };
+    if matches!(after, AfterRekey::Unusable) {
+        // Its locks go when the caller closes it: nothing more runs on it.
+        return (outcome, after);
+    }
+    // The lock goes with the next access after NORMAL: going back to WAL mode.
+    let released = conn.execute_batch("PRAGMA locking_mode = NORMAL").map_err(Error::from).and_then(|()| back_to_wal(conn));
+    match (outcome, released) {
+        (Ok(()), Err(e)) => (Ok(()), AfterRekey::NotWal(e)),
+        (outcome, _) => (outcome, AfterRekey::Wal),
+    }
+}
+
+/// Changes the key with a copy of the file set aside first, and puts the copy back when the
+/// change fails. SQLite3MC's rekey is not safe against a failure half-way (a write error, a
+/// full disk): its rollback writes pages with the wrong cipher, and the file then opens with
+/// neither key. A copy that cannot be made (no room for it) refuses the rekey before
+/// anything changed. The copy is not listed for deletion at exit: if the process ends half-way,
+/// it is the file as it was.
+fn rewrite_with_copy(conn: &Connection, key: Option<&Key>) -> (Result<()>, AfterRekey) {
+    let Some(file) = conn.path().filter(|p| !p.is_empty()).map(PathBuf::from) else {
+        return (change_key(conn, key), AfterRekey::Wal);
+    };
+    let copy = file.with_file_name(format!(
+        ".{}.quietsqlite-rekey-{}",
+        file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        unpredictable_name()
+    ));
+    let io = |what: &str, e: std::io::Error| Error::sqlite(rusqlite::ffi::SQLITE_IOERR, format!("rekey() could not {what}: {e}"));
+    let saved = std::fs::copy(&file, &copy).and_then(|_| std::fs::File::open(&copy)?.sync_all());
+    if let Err(e) = saved {
+        let _ = std::fs::remove_file(&copy);
+        return (Err(io("set a copy of the file aside first (nothing changed)", e)), AfterRekey::Wal);
+    }
+    match change_key(conn, key) {
+        Ok(()) => {
+            // The copy holds the old key's pages: it goes at once.
+            let _ = std::fs::remove_file(&copy);
+            (Ok(()), AfterRekey::Wal)
+        }
+        Err(e) => {
+            // The rollback's journal would be played back over the copy at the next open.
+            let mut journal = file.clone().into_os_string();
+            journal.push("-journal");
+            let restored = std::fs::copy(&copy, &file)
+                .and_then(|_| std::fs::OpenOptions::new().write(true).open(&file)?.sync_all())
+                .and_then(|()| match std::fs::remove_file(&journal) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                    _ => Ok(()),
+                });
+            let outcome = match restored {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&copy);
+                    Err(e)
+                }
+                Err(r) => Err(Error::sqlite(
+                    rusqlite::ffi::SQLITE_IOERR,
+                    format!(
+                        "rekey() failed ({e}) and the file could not be put back from its copy ({r}); the copy is kept at {}",
+                        copy.display()
+                    ),
+                )),
+            };
+            (outcome, AfterRekey::Unusable)
         }
     }
-    if let Err(e) = change_key(conn, key) {
-        return (Err(e), if leave_wal { AfterRekey::Unusable } else { AfterRekey::Wal });
-    }
-    let after = match leave_wal.then(|| back_to_wal(conn)) {
-        Some(Err(e)) => AfterRekey::NotWal(e),
-        _ => AfterRekey::Wal,
-    };
-    (Ok(()), after)
 }
 
 fn change_key(conn: &Connection, key: Option<&Key>) -> Result<()> {

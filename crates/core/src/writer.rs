@@ -555,7 +555,9 @@ impl Writer {
             }
             self.not_wal = None;
         }
-        let (outcome, after) = crate::connection::rekey(&self.conn, key, self.encrypted);
+        // Never interrupted, not even by a forced close (see `Watch::shielded`).
+        let watch = self.watch.clone();
+        let (outcome, after) = watch.shielded(|| crate::connection::rekey(&self.conn, key, self.encrypted));
         match after {
             AfterRekey::Wal => {}
             // Tried again before the next write.
@@ -575,20 +577,30 @@ impl Writer {
 
     /// Replaces the writer's connection with a new one, opened with the key the file has
     /// (`AfterRekey::Unusable`). Only while no transaction runs and the readers are closed or
-    /// idle; the old connection writes nothing as it closes (out of WAL mode, no transaction).
+    /// idle. The old connection closes first (it writes nothing as it closes: out of WAL mode,
+    /// no transaction), so that any lock it still holds is gone; a private in-memory one stands
+    /// in until the new one opens (`unusable` keeps every request off it meanwhile).
     fn replace_connection(&mut self) -> Result<()> {
+        let statement_cache = self.reopen.1.statement_cache;
+        let stand_in = Connection::open_in_memory()?;
+        self.swap_connection(stand_in, statement_cache);
         let (loc, mut opts) = self.reopen.clone();
         opts.encryption = self.key_slot.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut conn = crate::connection::open_writer(&loc, &opts)?;
         self.watch.attach(&mut conn)?;
-        let tracker = ChangeTracker::install(&conn, self.tracker.tracking());
         self.schema_version = conn.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
         self.data_version = Some(conn.query_row("PRAGMA data_version", [], |r| r.get(0))?);
-        // The old tracker's hooks go before its connection closes.
-        drop(std::mem::replace(&mut self.tracker, tracker));
-        drop(std::mem::replace(&mut self.conn, ReadConnection::new(conn, opts.statement_cache)));
+        self.swap_connection(conn, statement_cache);
         self.not_wal = None;
         Ok(())
+    }
+
+    /// Puts `conn` in place of the writer's connection, with a change tracker of its own (the
+    /// old tracker's hooks go before its connection closes).
+    fn swap_connection(&mut self, conn: Connection, statement_cache: usize) {
+        let tracker = ChangeTracker::install(&conn, self.tracker.tracking());
+        drop(std::mem::replace(&mut self.tracker, tracker));
+        drop(std::mem::replace(&mut self.conn, ReadConnection::new(conn, statement_cache)));
     }
 
     /// Switches the file back to WAL mode after a rekey could not, without waiting for locks:
