@@ -212,8 +212,8 @@ impl Watch {
     }
 
     /// Runs `f` with no interruption, not even a forced close's: a rekey interrupted half-way
-    /// is rolled back by SQLite3MC with its write cipher off, which writes plaintext pages into
-    /// an encrypted file.
+    /// is rolled back by SQLite3MC with the wrong cipher, which writes plaintext pages into an
+    /// encrypted file.
     pub(crate) fn shielded<T>(&self, f: impl FnOnce() -> T) -> T {
         struct Unshield<'a>(&'a AtomicBool);
         impl Drop for Unshield<'_> {

@@ -570,7 +570,10 @@ pub(crate) fn rekey(conn: &Connection, key: Option<&Key>, was_encrypted: bool) -
     };
     let (outcome, after) = match left {
         Err(e) => (Err(e), AfterRekey::Wal),
-        Ok(()) => rewrite_with_copy(conn, key),
+        Ok(()) => match change_key(conn, key) {
+            Err(e) => (Err(e), AfterRekey::Unusable),
+            Ok(()) => (Ok(()), AfterRekey::Wal),
+        },
     };
     if matches!(after, AfterRekey::Unusable) {
         // Its locks go when the caller closes it: nothing more runs on it.
@@ -578,64 +581,10 @@ pub(crate) fn rekey(conn: &Connection, key: Option<&Key>, was_encrypted: bool) -
     }
     // The lock goes with the next access after NORMAL: going back to WAL mode.
     let released = conn.execute_batch("PRAGMA locking_mode = NORMAL").map_err(Error::from).and_then(|()| back_to_wal(conn));
-    match (outcome, released) {
-        (Ok(()), Err(e)) => (Ok(()), AfterRekey::NotWal(e)),
-        (outcome, _) => (outcome, AfterRekey::Wal),
-    }
-}
-
-/// Changes the key with a copy of the file set aside first, and puts the copy back when the
-/// change fails. SQLite3MC's rekey is not safe against a failure half-way (a write error, a
-/// full disk): its rollback writes pages with the wrong cipher, and the file then opens with
-/// neither key. A copy that cannot be made (no room for it) refuses the rekey before
-/// anything changed. The copy is not listed for deletion at exit: if the process ends half-way,
-/// it is the file as it was.
-fn rewrite_with_copy(conn: &Connection, key: Option<&Key>) -> (Result<()>, AfterRekey) {
-    let Some(file) = conn.path().filter(|p| !p.is_empty()).map(PathBuf::from) else {
-        return (change_key(conn, key), AfterRekey::Wal);
-    };
-    let copy = file.with_file_name(format!(
-        ".{}.quietsqlite-rekey-{}",
-        file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        unpredictable_name()
-    ));
-    let io = |what: &str, e: std::io::Error| Error::sqlite(rusqlite::ffi::SQLITE_IOERR, format!("rekey() could not {what}: {e}"));
-    let saved = std::fs::copy(&file, &copy).and_then(|_| std::fs::File::open(&copy)?.sync_all());
-    if let Err(e) = saved {
-        let _ = std::fs::remove_file(&copy);
-        return (Err(io("set a copy of the file aside first (nothing changed)", e)), AfterRekey::Wal);
-    }
-    match change_key(conn, key) {
-        Ok(()) => {
-            // The copy holds the old key's pages: it goes at once.
-            let _ = std::fs::remove_file(&copy);
-            (Ok(()), AfterRekey::Wal)
-        }
-        Err(e) => {
-            // The rollback's journal would be played back over the copy at the next open.
-            let mut journal = file.clone().into_os_string();
-            journal.push("-journal");
-            let restored = std::fs::copy(&copy, &file)
-                .and_then(|_| std::fs::OpenOptions::new().write(true).open(&file)?.sync_all())
-                .and_then(|()| match std::fs::remove_file(&journal) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                    _ => Ok(()),
-                });
-            let outcome = match restored {
-                Ok(()) => {
-                    let _ = std::fs::remove_file(&copy);
-                    Err(e)
-                }
-                Err(r) => Err(Error::sqlite(
-                    rusqlite::ffi::SQLITE_IOERR,
-                    format!(
-                        "rekey() failed ({e}) and the file could not be put back from its copy ({r}); the copy is kept at {}",
-                        copy.display()
-                    ),
-                )),
-            };
-            (outcome, AfterRekey::Unusable)
-        }
+    // Also after a refusal: leaving WAL mode may have got as far as closing the WAL.
+    match released {
+        Err(e) => (outcome, AfterRekey::NotWal(e)),
+        Ok(()) => (outcome, AfterRekey::Wal),
     }
 }
 
