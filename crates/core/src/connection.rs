@@ -527,9 +527,9 @@ pub(crate) enum AfterRekey {
     /// Usable, but the file could not go back to WAL mode (why): it is in rollback-journal mode.
     NotWal(Error),
     /// The rewrite failed: nothing may be written through this connection again. SQLite3MC
-    /// switches its write cipher off to decrypt and does not switch it back when that fails,
-    /// so the next page it writes (going back to WAL mode writes page 1) is plaintext in an
-    /// encrypted file. The caller replaces the connection.
+    /// does not put its ciphers back when a rekey fails (to decrypt, it switches the write
+    /// cipher off), so the next page it writes (going back to WAL mode writes page 1) can go
+    /// out with the wrong cipher. The caller replaces the connection.
     Unusable,
 }
 
