@@ -200,16 +200,98 @@ export function builderSource(names: string[], rowMode: RowMode, intMode: IntMod
     };`;
 }
 
-/** Generates the builder for one column list, row mode and integer mode. */
+/** False once the process refused to compile a builder: it forbids code generation from
+ * strings (`node --disallow-code-generation-from-strings`, a locked-down realm). */
+let codeFromStrings = true;
+
+/** The builder for one column list, row mode and integer mode: generated, or interpreted
+ * where code generation is forbidden. */
 function makeFactory(names: string[], rowMode: RowMode, intMode: IntMode): Build {
-  const source = builderSource(names, rowMode, intMode);
-  return new Function('unsafeInteger', 'Buffer', 'decodeChunk', 'names', 'objectPrototype', source)(
-    unsafeInteger,
-    Buffer,
-    decodeChunk,
-    names,
-    OBJECT_PROTOTYPE,
-  ) as Build;
+  if (codeFromStrings) {
+    const source = builderSource(names, rowMode, intMode);
+    let factory: (...args: unknown[]) => Build;
+    try {
+      factory = new Function('unsafeInteger', 'Buffer', 'decodeChunk', 'names', 'objectPrototype', source) as typeof factory;
+    } catch (err) {
+      // A SyntaxError is a fault of builderSource, not of the process: it surfaces.
+      if (err instanceof SyntaxError) throw err;
+      codeFromStrings = false;
+      return interpretedBuilder(names, rowMode, intMode);
+    }
+    return factory(unsafeInteger, Buffer, decodeChunk, names, OBJECT_PROTOTYPE);
+  }
+  return interpretedBuilder(names, rowMode, intMode);
+}
+
+/** builderSource's builder as a closure that reads cell after cell in a loop: the same rows
+ * (test/11 compares them in a child process that forbids code generation), more slowly. */
+function interpretedBuilder(names: string[], rowMode: RowMode, intMode: IntMode): Build {
+  const E = ENCODING;
+  const width = names.length;
+  // As builderSource: assignment where no name is on Object.prototype, else a definition
+  // (which is what an object literal's fields are).
+  const defining = rowMode === 'object' && !byConstructor(names);
+  return (n, buf, f, na, ta, bigs, rc, rl, cc, cl, textBase, latin1) => {
+    let i = 0, tp = 0, bp = 0, gp = 0, text = '', kr = 0, kc = 0;
+    let next = rl === 0 ? -1 : f[rc]!;
+    const textEnd = Math.max(rl === 0 ? 0 : f[rc + rl - 1]!, cl === 0 ? 0 : f[cc + cl - 1]!);
+    const blobBase = textBase + textEnd;
+    const cells = n * width;
+    const cell = (): unknown => {
+      const t = buf[ta + i]!;
+      const x = f[na + i++]!;
+      switch (t) {
+        case E.TAG_INT:
+          return intMode === 'bigint' ? BigInt(x) : x;
+        case E.TAG_REAL:
+          return x;
+        case E.TAG_TEXT: {
+          const s = text.slice(tp, x);
+          tp = x;
+          return s;
+        }
+        case E.TAG_NULL:
+          return null;
+        case E.TAG_BLOB: {
+          const b = Buffer.from(buf.subarray(blobBase + bp, blobBase + x));
+          bp = x;
+          return b;
+        }
+        case E.TAG_TEXT_CHUNK:
+          text = decodeChunk(buf, textBase + f[cc + kc]!, textBase + f[cc + kc + 1]!, latin1, names, ta, cells, i - 1);
+          kc += 2;
+          tp = x;
+          return text.slice(0, x);
+        default: {
+          const big = bigs[gp++]!;
+          return intMode === 'number' ? unsafeInteger(big) : big;
+        }
+      }
+    };
+    const out = new Array<unknown>(n);
+    for (let r = 0; r < n; r++) {
+      if (r === next) {
+        text = decodeChunk(buf, textBase + f[rc + kr + 1]!, textBase + f[rc + kr + 2]!, latin1, names, ta, cells, i);
+        tp = 0;
+        kr += 3;
+        next = kr < rl ? f[rc + kr]! : -1;
+      }
+      if (rowMode === 'array') {
+        const row = new Array<unknown>(width);
+        for (let k = 0; k < width; k++) row[k] = cell();
+        out[r] = row;
+      } else {
+        const row: Record<string, unknown> = {};
+        for (let k = 0; k < width; k++) {
+          const value = cell();
+          if (defining) Object.defineProperty(row, names[k]!, { value, writable: true, enumerable: true, configurable: true });
+          else row[names[k]!] = value;
+        }
+        out[r] = row;
+      }
+    }
+    return out;
+  };
 }
 
 /** The column list whose names take `len` bytes at `at` in `buf` and hash to `hash`. */

@@ -1,6 +1,7 @@
 // Values in and out, as DESIGN.md's Values table says; and the shape of rows.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { openMemory, rejectsAsync } from './fixtures/helpers.mjs';
 
 const I64_MAX = 2n ** 63n - 1n;
@@ -614,4 +615,54 @@ test("intMode 'number': an unsafe lastInsertRowid rejects with a RangeError that
   assert.match(err.message, /changes stand/);
   // The row is there: the error came from converting the result, not from the write.
   assert.deepEqual(await db.select('SELECT v FROM t'), [{ v: 1 }]);
+});
+
+test('rows decode the same where code generation from strings is forbidden', () => {
+  // Row builders are generated with `new Function`; a hardened process
+  // (`--disallow-code-generation-from-strings`, a locked-down realm) forbids that, and every
+  // read rejected with an EvalError. The same reads in two child processes, one forbidding
+  // code generation, must print the same rows, in every row mode and integer mode.
+  const source = `import { createRequire } from 'node:module';
+const require = createRequire(${JSON.stringify(new URL('../', import.meta.url).pathname)});
+const { Database } = require('./dist/index.js');
+const show = (v) => typeof v === 'bigint' ? { bigint: String(v) } : Buffer.isBuffer(v) ? { blob: v.toString('hex') } : v;
+const plain = (row) => Array.isArray(row) ? row.map(show)
+  : { proto: Object.getPrototypeOf(row) === Object.prototype, fields: Object.getOwnPropertyNames(row).map((k) => [k, show(row[k])]) };
+const lines = [];
+for (const intMode of ['auto', 'number', 'bigint']) {
+  const db = await Database.open(':memory:', { intMode });
+  await db.execute('CREATE TABLE t(a, b, c)');
+  await db.executeBatch('INSERT INTO t VALUES (?, ?, ?)', [
+    [1, 1.5, 'text'], [null, Buffer.from([0, 1, 255]), ''], [2n ** 60n, -0, 'é☃𝄞'],
+    ['x'.repeat(70000), 'y'.repeat(70000), 'z'], [Buffer.alloc(0), 'a\\u0000b', 9007199254740991],
+  ]);
+  const reads = [
+    'SELECT a, b, c FROM t ORDER BY rowid',
+    'SELECT a AS __proto__, b AS constructor, c AS c FROM t ORDER BY rowid',
+    'SELECT a AS d, b AS d FROM t ORDER BY rowid',
+    'SELECT count(*) AS n FROM t',
+  ];
+  for (const sql of reads) {
+    for (const rowMode of ['object', 'array']) {
+      try {
+        lines.push((await db.select(sql, [], { rowMode })).map(plain));
+      } catch (err) {
+        lines.push({ error: err.name, message: err.message });
+      }
+    }
+  }
+  lines.push(plain(await db.selectOne('SELECT 1 AS one, 2.5 AS two')));
+  await db.close();
+}
+process.stdout.write(JSON.stringify(lines));`;
+  const run = (flags) => {
+    const r = spawnSync(process.execPath, [...flags, '--input-type=module', '-e', source], { encoding: 'utf8', maxBuffer: 64 << 20 });
+    assert.equal(r.status, 0, `child failed (${r.status ?? r.signal}): ${r.stderr}`);
+    return r.stdout;
+  };
+  const usual = run([]);
+  const forbidden = run(['--disallow-code-generation-from-strings']);
+  assert.ok(!usual.includes('EvalError'), usual.slice(0, 300));
+  assert.ok(usual.includes('"bigint":"1152921504606846976"') && usual.includes('RangeError'));
+  assert.equal(forbidden, usual);
 });
