@@ -6,9 +6,9 @@
 // cancellation are the ones of db.*; only the text is replaced by the id.
 
 import { statementClosedError } from './errors';
-import type { CallOptions, QueryOptions } from './options';
+import type { ArrayRowMode, CallOptions, ExecuteOptions, QueryOptions } from './options';
 import type { Description, ExecuteResult } from './requests';
-import type { Row } from './rows';
+import type { Row, SqlValue } from './rows';
 import type { LiveQuery, StreamOptions } from './stream';
 import type { IterateOptions, RowIterator } from './iterate';
 
@@ -23,7 +23,7 @@ export interface StatementHost {
   select(sql: unknown, params?: unknown, options?: QueryOptions): Promise<unknown[]>;
   selectOne(sql: unknown, params?: unknown, options?: QueryOptions): Promise<unknown>;
   selectBytes(sql: unknown, params?: unknown, options?: CallOptions): Promise<Buffer>;
-  execute(sql: unknown, params?: unknown, options?: CallOptions): Promise<ExecuteResult>;
+  execute(sql: unknown, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult>;
   executeBatch(sql: unknown, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }>;
   stream(sql: string, params?: unknown, options?: StreamOptions): LiveQuery<unknown>;
   iterate(sql: string, params?: unknown, options?: IterateOptions): RowIterator<unknown>;
@@ -151,13 +151,17 @@ export class Statement {
   }
 
   /** Like `db.select(sql, params, options)`. */
-  select<T = Row>(params?: unknown, options?: QueryOptions): Promise<T[]> {
+  select<T = SqlValue[]>(params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
+  select<T = Row>(params?: unknown, options?: QueryOptions): Promise<T[]>;
+  select<T>(params?: unknown, options?: QueryOptions): Promise<T[]> {
     if (!this.#described) return this.#first(Op.Select, params, options) as Promise<T[]>;
     return this.#host.select(this, params, options) as Promise<T[]>;
   }
 
   /** Like `db.selectOne(sql, params, options)`. */
-  selectOne<T = Row>(params?: unknown, options?: QueryOptions): Promise<T | undefined> {
+  selectOne<T = SqlValue[]>(params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
+  selectOne<T = Row>(params?: unknown, options?: QueryOptions): Promise<T | undefined>;
+  selectOne<T>(params?: unknown, options?: QueryOptions): Promise<T | undefined> {
     if (!this.#described) return this.#first(Op.SelectOne, params, options) as Promise<T | undefined>;
     return this.#host.selectOne(this, params, options) as Promise<T | undefined>;
   }
@@ -169,7 +173,9 @@ export class Statement {
   }
 
   /** Like `db.execute(sql, params, options)`. */
-  execute<T = Row>(params?: unknown, options?: CallOptions): Promise<ExecuteResult & { rows: T[] }> {
+  execute<T = SqlValue[]>(params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row>(params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T>(params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }> {
     if (!this.#described) return this.#first(Op.Execute, params, options) as Promise<ExecuteResult & { rows: T[] }>;
     return this.#host.execute(this, params, options) as Promise<ExecuteResult & { rows: T[] }>;
   }
@@ -181,7 +187,9 @@ export class Statement {
   }
 
   /** Like `db.iterate(sql, params, options)`: the rows in chunks, holding one reader. */
-  iterate<T = Row>(params?: unknown, options?: IterateOptions): RowIterator<T> {
+  iterate<T = SqlValue[]>(params: unknown, options: IterateOptions & ArrayRowMode): RowIterator<T>;
+  iterate<T = Row>(params?: unknown, options?: IterateOptions): RowIterator<T>;
+  iterate<T>(params?: unknown, options?: IterateOptions): RowIterator<T> {
     if (this.#id === 0) throw statementClosedError();
     return this.#host.iterate(this.#sql, params, options) as RowIterator<T>;
   }

@@ -6,8 +6,8 @@
 
 import { transactionEndedError } from './errors';
 import type { ExecuteResult } from './requests';
-import type { Row } from './rows';
-import type { CallOptions, QueryOptions } from './options';
+import type { Row, SqlValue } from './rows';
+import type { ArrayRowMode, CallOptions, ExecuteOptions, QueryOptions } from './options';
 import { SavepointOp, type Transaction } from './transaction';
 
 /** What a handle needs from its database (implemented in Database.begin). */
@@ -48,11 +48,15 @@ export class TransactionHandle {
     return Promise.reject(this.#reason ?? transactionEndedError());
   }
 
-  select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
+  select<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
+  select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
+  select<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
     return this.active ? this.#tx.select<T>(sql, params, options) : this.#ended();
   }
 
-  selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
+  selectOne<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
+  selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
+  selectOne<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
     return this.active ? this.#tx.selectOne<T>(sql, params, options) : this.#ended();
   }
 
@@ -60,7 +64,9 @@ export class TransactionHandle {
     return this.active ? this.#tx.selectBytes(sql, params, options) : this.#ended();
   }
 
-  execute<T = Row>(sql: string, params?: unknown, options?: CallOptions): Promise<ExecuteResult & { rows: T[] }> {
+  execute<T = SqlValue[]>(sql: string, params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }> {
     return this.active ? this.#tx.execute<T>(sql, params, options) : this.#ended();
   }
 

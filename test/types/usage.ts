@@ -9,6 +9,7 @@ import {
   type BackupProgress,
   Statement,
   type StatementColumn,
+  TransactionHandle,
   type CallOptions,
   type Diagnostics,
   type ExecuteResult,
@@ -197,6 +198,29 @@ async function preparedStatements(db: Database): Promise<void> {
   db.prepare(42);
   // @ts-expect-error select's first argument is the parameters, not SQL
   await stmt.select('SELECT 1', [1]);
-  void users, one, json, r, b, cols, ro, sql;
+  // rowMode 'array' types rows as arrays here as on the database (api.md, class Statement).
+  const arrays: SqlValue[][] = await stmt.select([1], { rowMode: 'array' });
+  const arrayOne: SqlValue[] | undefined = await stmt.selectOne([1], { rowMode: 'array' });
+  const returned: SqlValue[][] = (await db.prepare('INSERT INTO users(name) VALUES (?) RETURNING id, id').execute(['x'], { rowMode: 'array' })).rows;
+  for await (const arr of stmt.iterate([1], { rowMode: 'array' })) {
+    const first: SqlValue | undefined = arr[0];
+    void first;
+  }
+  // @ts-expect-error rowMode 'array' rows have no named columns
+  (await stmt.select([1], { rowMode: 'array' }))[0]?.['name'];
+  void users, one, json, r, b, cols, ro, sql, arrays, arrayOne, returned;
 }
 void preparedStatements;
+
+async function transactionHandles(db: Database): Promise<void> {
+  const handle: TransactionHandle = await db.begin();
+  const rows: SqlValue[][] = await handle.select('SELECT 1, 2', [], { rowMode: 'array' });
+  const one: SqlValue[] | undefined = await handle.selectOne('SELECT 1', [], { rowMode: 'array' });
+  const returned: SqlValue[][] = (await handle.execute('INSERT INTO users(name) VALUES (?) RETURNING id', ['x'], { rowMode: 'array' })).rows;
+  const objects: Row[] = await handle.select('SELECT 1 AS a');
+  // @ts-expect-error rowMode 'array' rows have no named columns
+  (await handle.select('SELECT 1 AS a', [], { rowMode: 'array' }))[0]?.['a'];
+  await handle.commit();
+  void rows, one, returned, objects;
+}
+void transactionHandles;
