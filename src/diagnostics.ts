@@ -9,14 +9,14 @@ export interface LiveQueryDiagnostics {
   groups: number;
   /** Subscribed streams (iterators and callbacks). */
   subscribers: number;
-  /** Re-runs started since open. */
+  /** Runs started since open: each live query's first run and every re-run. */
   reruns: number;
   /** Re-runs whose rows hashed the same as before, so nothing was sent. */
   skippedByHash: number;
 }
 
 export interface Diagnostics {
-  /** The bundled SQLite's version, e.g. '3.50.4'. */
+  /** The bundled SQLite's version, e.g. '3.54.0'. */
   sqliteVersion: string;
   /** The cipher when the database is encrypted, else null. The key never appears. */
   cipher: Cipher | null;
@@ -36,7 +36,7 @@ export interface Diagnostics {
   /** Size of the -wal file in bytes (0 when there is none). */
   walBytes: number;
   /** Page cache, prepared statements and schema of the reader connection that measured,
-   * in bytes (each connection has its own: about `readers` + 1 times this in all). */
+   * in bytes (each connection has its own: about `readers` + 2 times this in all: the readers, the spare and the writer). */
   cacheBytes: number;
   statementBytes: number;
   schemaBytes: number;

@@ -256,9 +256,9 @@ export class Transaction implements Executor, RequestTracker {
     readonly id: number,
     /** 0 for the outermost level, 1 for a first savepoint, ... */
     readonly depth: number,
-    /** The transaction this one is nested in. */
+    /** @internal The transaction this one is nested in. */
     readonly parent?: Transaction,
-    /** The signals of this transaction and those enclosing it: aborting one interrupts the
+    /** @internal The signals of this transaction and those enclosing it: aborting one interrupts the
      * statement running for it, so the rollback does not wait behind that statement. */
     readonly signals: readonly AbortSignal[] = NO_SIGNALS,
   ) {}
@@ -272,6 +272,7 @@ export class Transaction implements Executor, RequestTracker {
     return true;
   }
 
+  /** @internal The body has ended (or a transaction it is nested in has). */
   end(): void {
     this.#active = false;
   }
@@ -292,7 +293,7 @@ export class Transaction implements Executor, RequestTracker {
     }
   }
 
-  /** The code that sends this level's requests has ended (its body returned, or `commit()`
+  /** @internal The code that sends this level's requests has ended (its body returned, or `commit()`
    * was called on a handle): requests of this level that fail from now on are ones it left
    * in flight and can no longer see. */
   callerEnded(): void {
@@ -300,7 +301,7 @@ export class Transaction implements Executor, RequestTracker {
   }
 
   /**
-   * Undefined when no request of this level is in flight; otherwise a promise that resolves
+   * @internal Undefined when no request of this level is in flight; otherwise a promise that resolves
    * once all have settled. The writer runs them before the COMMIT (or RELEASE) that follows,
    * in order; but one that fails, or that its signal drops, was never seen by the body, so
    * committing would keep the requests around it and lose it: all or nothing must hold,
@@ -311,17 +312,17 @@ export class Transaction implements Executor, RequestTracker {
     return (this.#leftSettled ??= new Promise<void>((resolve) => (this.#onLeftSettled = resolve)));
   }
 
-  /** Throws the reason of the first request left in flight that failed, if one did. */
+  /** @internal Throws the reason of the first request left in flight that failed, if one did. */
   throwIfLeftFailed(): void {
     if (this.#leftFailure !== undefined) throw this.#leftFailure.reason;
   }
 
-  /** No nested body of this transaction runs or waits now, and no call waits for one. */
+  /** @internal No nested body of this transaction runs or waits now, and no call waits for one. */
   get drainedNow(): boolean {
     return this.#children === 0 && this.#waitingCalls === 0;
   }
 
-  /** Resolves once no nested body of this transaction runs or waits, and the calls that
+  /** @internal Resolves once no nested body of this transaction runs or waits, and the calls that
    * waited for them have been sent (before COMMIT/RELEASE: a nested body the caller did not
    * await, and a call it made meanwhile, are still part of this transaction). */
   async drained(): Promise<void> {
