@@ -39,6 +39,15 @@ interface Pending {
   tracker: RequestTracker | undefined;
 }
 
+/** A request's failure on its way to its promise (`Requests.holdFailure`); `native` when
+ * the addon reported it (an aborted write's abort reason then takes its place). */
+interface HeldFailure {
+  id: number;
+  p: Pending;
+  native: boolean;
+  reason: unknown;
+}
+
 /** Counts the requests it sent until they settle, and hears of those that fail: a
  * transaction, which must not commit when a request its body left in flight failed
  * (`Transaction.leftInFlight`). */
@@ -306,6 +315,11 @@ export class Requests {
   private delivering = false;
   /** A take was refused during a delivery: the delivering loop takes again once through. */
   private retake = false;
+  /** The batch being delivered was taken by a poll, in a microtask. */
+  private takenByPoll = false;
+  /** Failures of transactions' requests taken by a poll, delivered on a later turn of the
+   * event loop (`holdFailure`). */
+  private heldFailures: HeldFailure[] = [];
 
   /** Set once the database has closed and its threads are gone (`closed()`). */
   private ended = false;
@@ -508,6 +522,7 @@ export class Requests {
     this.chained = false;
     if (this.inflight === 0) return;
     let took: boolean;
+    this.takenByPoll = true;
     try {
       took = this.take(chained ? CHAIN_MICROS : POLL_MICROS);
     } catch {
@@ -515,6 +530,8 @@ export class Requests {
       // one, so a database whose poll fails (a bug) just stops polling.
       this.pollSkips = Infinity;
       return;
+    } finally {
+      this.takenByPoll = false;
     }
     if (!took) {
       // The rest of a batch is not coming fast: the event loop delivers it, and the requests
@@ -553,6 +570,7 @@ export class Requests {
 
   /** Called by the addon from the event loop when completions are queued. */
   readonly onComplete = (): void => {
+    if (this.heldFailures.length > 0) this.deliverHeld();
     if (afterThisTurn === undefined) this.takesThisTurn = 0;
     if (this.takesThisTurn >= TAKES_PER_TURN) {
       this.wakeHeld = true;
@@ -658,37 +676,77 @@ export class Requests {
       this.deliverToSubscriber(id, entry, a, values);
       return;
     }
+    let failure: HeldFailure | undefined;
+    let value: unknown;
+    if (entry === ENTRY_ERROR || entry === ENTRY_LOST) {
+      const err = entry === ENTRY_LOST ? lostResultError() : errorFromNative(values![a] as NativeErrorDetail);
+      failure = { id, p, native: true, reason: err };
+    } else {
+      try {
+        if (entry === ENTRY_ROWS) {
+          value = rowsAs(p.kind, decodeRowsIn(this.scratch!, this.floats, a, p.rowMode, this.intMode));
+        } else if (entry === ENTRY_EXEC) {
+          const f = this.floats!;
+          const rows = b > EXEC_HEADER_BYTES ? returnedRows(() => decodeRowsIn(this.scratch!, f, a + EXEC_HEADER_BYTES, p.rowMode, this.intMode)) : [];
+          value = this.executeResult(f[a / 8]!, f[a / 8 + 1]!, rows);
+        } else {
+          value = this.convert(p.kind, p.rowMode, entry === ENTRY_DONE ? undefined : values![a]);
+        }
+      } catch (err) {
+        // e.g. intMode 'number' meeting an integer beyond 2^53
+        failure = { id, p, native: false, reason: err };
+      }
+    }
+    if (failure !== undefined) {
+      if (p.tracker !== undefined && this.takenByPoll) this.holdFailure(failure);
+      else this.fail(failure);
+      return;
+    }
     this.pending.delete(id);
     if (--this.inflight === 0) this.idleSoon();
     unwatch(p);
-    if (entry === ENTRY_ERROR || entry === ENTRY_LOST) {
-      // An aborted write that failed (interrupted, or failed anyway) left nothing behind.
-      const err = entry === ENTRY_LOST ? lostResultError() : errorFromNative(values![a] as NativeErrorDetail);
-      const reason = p.abortReason !== undefined ? p.abortReason.reason : err;
-      p.tracker?.requestSettled(true, reason);
-      p.reject(reason);
-      return;
-    }
-    let value: unknown;
-    try {
-      if (entry === ENTRY_ROWS) {
-        value = rowsAs(p.kind, decodeRowsIn(this.scratch!, this.floats, a, p.rowMode, this.intMode));
-      } else if (entry === ENTRY_EXEC) {
-        const f = this.floats!;
-        const rows = b > EXEC_HEADER_BYTES ? returnedRows(() => decodeRowsIn(this.scratch!, f, a + EXEC_HEADER_BYTES, p.rowMode, this.intMode)) : [];
-        value = this.executeResult(f[a / 8]!, f[a / 8 + 1]!, rows);
-      } else {
-        value = this.convert(p.kind, p.rowMode, entry === ENTRY_DONE ? undefined : values![a]);
-      }
-    } catch (err) {
-      // e.g. intMode 'number' meeting an integer beyond 2^53
-      p.tracker?.requestSettled(true, err);
-      p.reject(err);
-      return;
-    }
     p.tracker?.requestSettled(false, undefined);
     p.resolve(value);
   }
+
+  /** Rejects a request whose result was a failure. */
+  private fail({ id, p, native, reason }: HeldFailure): void {
+    this.pending.delete(id);
+    if (--this.inflight === 0) this.idleSoon();
+    unwatch(p);
+    // An aborted write that failed (interrupted, or failed anyway) left nothing behind.
+    const settled = native && p.abortReason !== undefined ? p.abortReason.reason : reason;
+    p.tracker?.requestSettled(true, settled);
+    p.reject(settled);
+  }
+
+  /**
+   * Keeps a failure of a transaction's request, taken by a poll, for a later turn of the
+   * event loop. A body's end is seen when its promise settles, and a failure that comes
+   * before is the body's to handle (docs/api.md, "What the body leaves running"). A poll
+   * takes results a few microtasks after their send, which can be before the promise of a
+   * body that fired writes and returned at once has settled (it wraps another function's
+   * promise, say): such a body's failed write counted as handled, and the rest committed.
+   * No body's promise waits for a later turn, so a failure delivered there is seen at the
+   * same moment whatever the body's promises, as one delivered by the event loop always
+   * was. The request stays pending meanwhile (it keeps the process alive, and an abort or a
+   * close settles it first). The event loop's next delivery takes these first: a poll takes
+   * only completions whose threadsafe call is still on its way (crates/node/src/sink.rs
+   * calls it for every completion that finds the queue empty).
+   */
+  private holdFailure(held: HeldFailure): void {
+    this.heldFailures.push(held);
+    if (this.heldFailures.length === 1 && afterThisTurn !== undefined) afterThisTurn(this.deliverHeld);
+  }
+
+  private readonly deliverHeld = (): void => {
+    const held = this.heldFailures;
+    if (held.length === 0) return;
+    this.heldFailures = [];
+    for (const h of held) {
+      if (this.pending.get(h.id) === h.p) this.fail(h); // else settled meanwhile (aborted, closed)
+    }
+  };
 
   /** An entry for a live query or an iterator: emissions and chunks always come as values. */
   private deliverToSubscriber(id: number, entry: number, a: number, values: unknown[] | null): void {

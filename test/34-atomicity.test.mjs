@@ -488,6 +488,39 @@ test('a request the body left in flight that fails rolls the transaction back; t
   await db.close();
 });
 
+test('a body that fires writes and returns at once is all or nothing, however many promises wrap its return', { timeout: 20_000 }, async () => {
+  // A body's end is seen when its promise settles, some microtasks after the code that sent
+  // the writes returned. A failure taken by polling, also a few microtasks after its send,
+  // came first in about half the rounds, counted as one the body had handled, and the other
+  // write committed (Drizzle's transaction() wraps the body this way).
+  const db = await freshWithDup();
+  const work = async (tx) => {
+    tx.execute("INSERT INTO t(v) VALUES ('a')").catch(() => {});
+    tx.execute("INSERT INTO t(v) VALUES ('dup')").catch(() => {});
+    return 'ok';
+  };
+  const bodies = {
+    direct: work,
+    wrapped: async (tx) => work(tx),
+    'wrapped twice': async (tx) => (async () => work(tx))(),
+    'after an await': async (tx) => {
+      await null;
+      return work(tx);
+    },
+  };
+  const committed = {};
+  for (const [name, body] of Object.entries(bodies)) {
+    committed[name] = 0;
+    for (let i = 0; i < 40; i++) {
+      await assert.rejects(db.transaction(body), (err) => err.code === 'SQLITE_CONSTRAINT_UNIQUE');
+      if ((await db.select("SELECT 1 FROM t WHERE v = 'a'")).length > 0) committed[name]++;
+      await db.execute("DELETE FROM t WHERE v = 'a'");
+    }
+  }
+  assert.deepEqual(committed, { direct: 0, wrapped: 0, 'wrapped twice': 0, 'after an await': 0 });
+  await db.close();
+});
+
 test('a signal that aborts after the body returned, while its requests are queued, commits nothing', { timeout: 10_000 }, async () => {
   for (let round = 0; round < 3; round++) {
     const db = await fresh();

@@ -163,6 +163,8 @@ function isRead(query: CompiledQuery): boolean {
 class QuietsqliteConnection implements DatabaseConnection {
   readonly #db: Database;
   #tx: TransactionHandle | undefined;
+  /** `end()` is committing or rolling back `#tx`. */
+  #ending = false;
 
   constructor(db: Database) {
     this.#db = db;
@@ -180,10 +182,19 @@ class QuietsqliteConnection implements DatabaseConnection {
 
   async end(commit: boolean): Promise<void> {
     const tx = this.#tx;
-    this.#tx = undefined;
-    if (tx === undefined) return;
-    if (commit) await tx.commit();
-    else await tx.rollback();
+    if (tx === undefined || this.#ending) return;
+    // Until COMMIT or ROLLBACK has run, queries of the transaction's code still go to the
+    // handle, which refuses them: Kysely marks the transaction ended only once this
+    // resolves, and a query that came in the round trip would otherwise run on the database
+    // and commit on its own.
+    this.#ending = true;
+    try {
+      if (commit) await tx.commit();
+      else await tx.rollback();
+    } finally {
+      this.#tx = undefined;
+      this.#ending = false;
+    }
   }
 
   async executeQuery<R>(compiled: CompiledQuery): Promise<QueryResult<R>> {

@@ -359,3 +359,43 @@ test('stream() yields rows in chunks through db.iterate and releases the reader 
     assert.deepEqual(inTx, [1, 2, 3]);
   });
 });
+
+test("a transaction's queries that were still coming when it rolled back commit nothing", async () => {
+  // Kysely sees its transaction as rolled back only once the driver's rollback has resolved.
+  // The driver let go of the transaction before sending ROLLBACK, and a query of the
+  // transaction that came in that round trip ran on the database, outside any transaction,
+  // and committed.
+  const db = await tmp.open();
+  const k = new Kysely({ dialect: new QuietsqliteDialect({ database: db, closeOnDestroy: false }) });
+  await sql`CREATE TABLE t(round INTEGER, i INTEGER)`.execute(k);
+  for (let round = 0; round < 80; round++) {
+    let chain;
+    const outcome = await k
+      .transaction()
+      .execute(async (trx) => {
+        chain = (async () => {
+          for (let i = 0; i < 50; i++) {
+            await trx.insertInto('t').values({ round, i }).execute();
+            await new Promise((r) => setImmediate(r));
+          }
+        })().catch(() => {});
+        await new Promise((r) => setTimeout(r, 2));
+        throw new Error('abandon this transaction');
+      })
+      .catch((err) => err.message);
+    assert.equal(outcome, 'abandon this transaction');
+    await chain;
+  }
+  assert.deepEqual(await db.select('SELECT * FROM t'), []);
+  // The connection of a controlled transaction goes back to autocommit once it has ended.
+  const trx = await k.startTransaction().execute();
+  await trx.insertInto('t').values({ round: -1, i: 0 }).execute();
+  await trx.rollback().execute();
+  await k.connection().execute(async (c) => {
+    await c.transaction().execute((t) => t.insertInto('t').values({ round: -2, i: 0 }).execute());
+    await c.insertInto('t').values({ round: -3, i: 0 }).execute();
+  });
+  assert.deepEqual(await db.select('SELECT round FROM t ORDER BY round'), [{ round: -3 }, { round: -2 }]);
+  await k.destroy();
+  await db.close();
+});
