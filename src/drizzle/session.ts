@@ -167,7 +167,9 @@ export class QuietsqlitePreparedQuery<T extends Omit<PreparedQueryConfig, 'run'>
   /** Drizzle's cache and error wrapping (DrizzleQueryError); internal in its typings. */
   #withCache<R>(params: unknown[], run: () => Promise<R>): Promise<R> {
     const self = this as unknown as { queryWithCache(sql: string, params: unknown[], run: () => Promise<R>): Promise<R> };
-    return self.queryWithCache(this.query.sql, params, run);
+    return self.queryWithCache(this.query.sql, params, run).catch((err: unknown) => {
+      throw withoutValues(err, this.query.sql);
+    });
   }
 
   /** Whether Drizzle maps the rows itself (from arrays in column order). */
@@ -231,4 +233,16 @@ export class QuietsqlitePreparedQuery<T extends Omit<PreparedQueryConfig, 'run'>
   isResponseInArrayMode(): boolean {
     return this.arrayMode;
   }
+}
+
+/** Drizzle's DrizzleQueryError with the SQL alone in its message and stack: Drizzle lists the
+ * parameter values there, and this library's messages never hold values (they stay in
+ * `err.params`, for code that wants them). */
+function withoutValues(err: unknown, sql: string): unknown {
+  if (!(err instanceof orm.DrizzleQueryError)) return err;
+  const listed = err.message;
+  err.message = `Failed query: ${sql}`;
+  const message = err.message;
+  if (typeof err.stack === 'string') err.stack = err.stack.replace(listed, () => message);
+  return err;
 }

@@ -164,11 +164,15 @@ test('upserts: onConflictDoNothing / onConflictDoUpdate, composite keys', async 
   assert.equal((await db.select().from(kv).get()).v, 'first');
   await db.insert(kv).values({ k: 'a', n: 1, v: 'second' }).onConflictDoUpdate({ target: [kv.k, kv.n], set: { v: 'second' } });
   assert.equal((await db.select().from(kv).get()).v, 'second');
-  await assert.rejects(db.insert(kv).values({ k: 'a', n: 1, v: 'dup' }), (err) => {
-    // Drizzle wraps a failed query; the cause is quietsqlite's SqliteError.
+  await assert.rejects(db.insert(kv).values({ k: 'a', n: 1, v: 'hunter2-secret' }), (err) => {
+    // Drizzle wraps a failed query; the cause is quietsqlite's SqliteError. Drizzle's message
+    // lists the parameter values: here it keeps the SQL only, and the stack too.
     assert.ok(err instanceof DrizzleQueryError);
     assert.ok(err.cause instanceof SqliteError);
     assert.match(err.cause.code, /^SQLITE_CONSTRAINT/);
+    assert.match(err.message, /^Failed query: insert into "kv"/);
+    assert.ok(!err.message.includes('hunter2-secret') && !err.stack.includes('hunter2-secret'), err.message);
+    assert.deepEqual(err.params, ['a', 1, 'hunter2-secret']);
     return true;
   });
 });
@@ -360,4 +364,24 @@ test('migrate(): applies a migrations folder once, in one transaction', async ()
   await assert.rejects(migrate(db, { migrationsFolder: folder }));
   assert.equal((await qdb.select("SELECT name FROM sqlite_master WHERE name = 'c'")).length, 0);
   assert.equal((await qdb.select('SELECT * FROM __drizzle_migrations')).length, 2);
+});
+
+test('migrate(): runs started together apply each migration once', async () => {
+  // Drizzle reads the last migration applied before it opens its transaction: two runs at
+  // once both found every migration pending and applied them twice (a seed row twice).
+  const file = tmp.file();
+  const qdb = await tmp.open(file);
+  const other = await tmp.open(file); // another connection to the file, as another process
+  const folder = join(tmp.dir, 'migrations-together');
+  mkdirSync(join(folder, 'meta'), { recursive: true });
+  writeFileSync(join(folder, '0000_init.sql'), 'CREATE TABLE IF NOT EXISTS users (id INTEGER PRIMARY KEY, name TEXT NOT NULL);\n');
+  writeFileSync(join(folder, '0001_seed.sql'), "INSERT INTO users (name) VALUES ('admin');\n");
+  writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify({ version: '7', dialect: 'sqlite', entries: [
+    { idx: 0, version: '6', when: 1700000000000, tag: '0000_init', breakpoints: true },
+    { idx: 1, version: '6', when: 1700000001000, tag: '0001_seed', breakpoints: true },
+  ] }));
+  const config = { migrationsFolder: folder };
+  await Promise.all([migrate(drizzle(qdb), config), migrate(drizzle(qdb), config), migrate(drizzle(other), config)]);
+  assert.deepEqual(await qdb.select('SELECT name FROM users'), [{ name: 'admin' }]);
+  assert.deepEqual(await qdb.selectOne('SELECT count(*) AS n FROM __drizzle_migrations'), { n: 2 });
 });
