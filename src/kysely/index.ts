@@ -218,7 +218,7 @@ class QuietsqliteConnection implements DatabaseConnection {
     if (!Number.isSafeInteger(chunkSize) || chunkSize < 1) throw new RangeError('chunkSize must be a positive integer');
     const { sql, parameters } = compiled;
     const rows: AsyncIterable<R> | R[] =
-      this.#tx !== undefined ? await this.#tx.select<R>(sql, parameters) : this.#db.iterate<R>(sql, parameters);
+      this.#tx !== undefined ? await this.#tx.select<R>(sql, parameters) : iterateOrSelect<R>(this.#db, sql, parameters);
     let chunk: R[] = [];
     for await (const row of rows) {
       chunk.push(row);
@@ -228,5 +228,29 @@ class QuietsqliteConnection implements DatabaseConnection {
       }
     }
     if (chunk.length > 0) yield { rows: chunk };
+  }
+}
+
+/**
+ * The rows of a read through `db.iterate`, or through `db.select` when the iterator is
+ * refused a reader: iterators hold at most `readers - 1` readers, and Kysely's own SQLite
+ * dialect runs any number of streams at once (nested loops, `Promise.all`). The refusal is
+ * a RangeError from the first `next()`; so is every other error of the statement's text or
+ * parameters, which `select` then meets again. A read can run twice: it changes nothing.
+ */
+async function* iterateOrSelect<R>(db: Database, sql: string, parameters: readonly unknown[]): AsyncGenerator<R> {
+  const rows = db.iterate<R>(sql, parameters)[Symbol.asyncIterator]();
+  let step: IteratorResult<R>;
+  try {
+    step = await rows.next();
+  } catch (err) {
+    if (!(err instanceof RangeError)) throw err;
+    yield* await db.select<R>(sql, parameters);
+    return;
+  }
+  try {
+    for (; step.done !== true; step = await rows.next()) yield step.value;
+  } finally {
+    if (step.done !== true) await rows.return?.();
   }
 }

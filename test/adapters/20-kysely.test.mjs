@@ -360,6 +360,30 @@ test('stream() yields rows in chunks through db.iterate and releases the reader 
   });
 });
 
+test('streams open at once all run: those beyond what iterate() may hold read in one piece', async () => {
+  // iterate() holds at most readers - 1 readers and refuses one more; Kysely's own SQLite
+  // dialect runs any number of streams, so a stream refused a reader of its own reads its rows
+  // through select() instead (nested loops, or Promise.all of several).
+  const { db, k } = await setup();
+  await k.insertInto('person').values(Array.from({ length: 300 }, (_, i) => ({ first_name: `s${i}`, age: i }))).execute();
+  const drain = async () => {
+    let n = 0;
+    for await (const _ of k.selectFrom('person').selectAll().stream(50)) n++;
+    return n;
+  };
+  assert.deepEqual(await within(Promise.all([drain(), drain(), drain(), drain()]), 'four streams at once'), [303, 303, 303, 303]);
+  let pairs = 0;
+  for await (const _ of k.selectFrom('person').select('id').where('id', '<=', 3).stream()) {
+    for await (const _inner of k.selectFrom('person').select('id').where('id', '<=', 3).stream()) pairs++;
+  }
+  assert.equal(pairs, 9);
+  // A query that fails still fails, with its own error.
+  await assert.rejects(async () => {
+    for await (const _ of k.selectFrom('nope').selectAll().stream()) break;
+  }, /no such table: nope/);
+  await within(Promise.all(Array.from({ length: 8 }, () => db.select('SELECT 1'))), 'reads after the streams');
+});
+
 test("a transaction's queries that were still coming when it rolled back commit nothing", async () => {
   // Kysely sees its transaction as rolled back only once the driver's rollback has resolved.
   // The driver let go of the transaction before sending ROLLBACK, and a query of the
