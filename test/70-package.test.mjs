@@ -107,7 +107,7 @@ test('the main tarball holds dist, types, LICENSE, the notices, README and the d
   for (const f of files) {
     assert.match(
       f,
-      /^(package\.json|LICENSE|THIRD_PARTY_NOTICES\.md|README\.md|dist\/[^/]+\.(js|mjs|d\.ts)|dist\/(kysely|drizzle)\/[^/]+\.(js|d\.ts)|dist\/esm\/package\.json|dist\/esm\/(kysely|drizzle)\/[^/]+\.js|native\/binding\.d\.ts|docs\/.+\.md|examples\/quickstart\.mjs)$/,
+      /^(package\.json|LICENSE|THIRD_PARTY_NOTICES\.md|README\.md|dist\/[^/]+\.(js|mjs|d\.ts)|dist\/(kysely|drizzle)\/[^/]+\.(js|d\.ts)|dist\/esm\/package\.json|dist\/esm\/(kysely|drizzle)\/[^/]+\.(js|d\.ts)|native\/binding\.d\.ts|docs\/.+\.md|examples\/quickstart\.mjs)$/,
       `${f} does not belong in the package`,
     );
   }
@@ -206,6 +206,44 @@ console.log(JSON.stringify([typeof QuietsqliteDialect, typeof drizzle, typeof mi
   const c = runIn(project, process.execPath, ['adapters.cjs']);
   assert.equal(c.status, 0, c.stderr);
   assert.deepEqual(JSON.parse(c.stdout), ['function', 'function', 'function']);
+});
+
+test("TypeScript: the adapters type-check from an ES module against the installed package's declarations", () => {
+  // Runs after the test above, which put kysely and drizzle-orm in the project. An `import` of
+  // an adapter must get its ES declarations (typed against kysely's ES declarations, as the
+  // application's own `import 'kysely'` is), and those must find 'quietsqlite' from inside
+  // node_modules: the @ts-expect-error fails if an option's type fell to `any`.
+  writeFileSync(join(project, 'adapters-app.mts'), `
+import { Database } from 'quietsqlite';
+import { Kysely, type Generated } from 'kysely';
+import { QuietsqliteDialect } from 'quietsqlite/kysely';
+import { drizzle } from 'quietsqlite/drizzle';
+import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+
+interface DB { person: { id: Generated<number>; name: string } }
+const users = sqliteTable('users', { id: integer('id').primaryKey(), name: text('name').notNull() });
+
+export async function main(db: Database): Promise<void> {
+  const k = new Kysely<DB>({ dialect: new QuietsqliteDialect({ database: db }) });
+  const rows = await k.selectFrom('person').select(['id', 'name']).execute();
+  const id: number | undefined = rows[0]?.id;
+  // @ts-expect-error transactionMode is one of three words
+  new QuietsqliteDialect({ database: db, transactionMode: 'weird' });
+  const orm = drizzle(db, { schema: { users } });
+  const found = await orm.query.users.findFirst();
+  const name: string | undefined = found?.name;
+  void id, name;
+}
+`);
+  writeFileSync(join(project, 'tsconfig.adapters.json'), JSON.stringify({
+    compilerOptions: {
+      target: 'ES2022', module: 'nodenext', moduleResolution: 'nodenext', strict: true, noEmit: true,
+      skipLibCheck: true, types: ['node'], typeRoots: [join(root, 'node_modules', '@types')],
+    },
+    files: ['adapters-app.mts'],
+  }));
+  const tsc = runIn(project, process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.adapters.json']);
+  assert.equal(tsc.status, 0, `tsc failed:\n${tsc.stdout}\n${tsc.stderr}`);
 });
 
 test('CommonJS: require the installed package', () => {
