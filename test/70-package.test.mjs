@@ -208,7 +208,7 @@ console.log(JSON.stringify([typeof QuietsqliteDialect, typeof drizzle, typeof mi
   assert.deepEqual(JSON.parse(c.stdout), ['function', 'function', 'function']);
 });
 
-test("TypeScript: the adapters type-check from an ES module against the installed package's declarations", () => {
+test("TypeScript: the adapters type-check from an ES module, and under the older node10 resolution, against the installed package's declarations", () => {
   // Runs after the test above, which put kysely and drizzle-orm in the project. An `import` of
   // an adapter must get its ES declarations (typed against kysely's ES declarations, as the
   // application's own `import 'kysely'` is), and those must find 'quietsqlite' from inside
@@ -244,6 +244,28 @@ export async function main(db: Database): Promise<void> {
   }));
   const tsc = runIn(project, process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.adapters.json']);
   assert.equal(tsc.status, 0, `tsc failed:\n${tsc.stdout}\n${tsc.stderr}`);
+  // The older resolution (`moduleResolution: node`, node10) reads no "exports": the subpaths'
+  // declarations are found through "typesVersions".
+  writeFileSync(join(project, 'adapters-node10.ts'), `
+import { Database } from 'quietsqlite';
+import { QuietsqliteDialect } from 'quietsqlite/kysely';
+import { drizzle } from 'quietsqlite/drizzle';
+import { migrate } from 'quietsqlite/drizzle/migrator';
+export function main(db: Database): void {
+  // @ts-expect-error transactionMode is one of three words
+  new QuietsqliteDialect({ database: db, transactionMode: 'weird' });
+  void drizzle(db), migrate;
+}
+`);
+  writeFileSync(join(project, 'tsconfig.node10.json'), JSON.stringify({
+    compilerOptions: {
+      target: 'ES2022', module: 'commonjs', moduleResolution: 'node', strict: true, noEmit: true,
+      skipLibCheck: true, types: ['node'], typeRoots: [join(root, 'node_modules', '@types')],
+    },
+    files: ['adapters-node10.ts'],
+  }));
+  const old = runIn(project, process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.node10.json']);
+  assert.equal(old.status, 0, `tsc (node10) failed:\n${old.stdout}\n${old.stderr}`);
 });
 
 test('CommonJS: require the installed package', () => {
