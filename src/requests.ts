@@ -39,13 +39,19 @@ interface Pending {
   tracker: RequestTracker | undefined;
 }
 
-/** A request's failure on its way to its promise (`Requests.holdFailure`); `native` when
- * the addon reported it (an aborted write's abort reason then takes its place). */
-interface HeldFailure {
-  id: number;
-  p: Pending;
+/** A request's failure; `native` when the addon reported it (an aborted write's abort
+ * reason then takes its place). */
+interface Failure {
   native: boolean;
   reason: unknown;
+}
+
+/** A request's result kept for a later turn (`Requests.keepForLater`). */
+interface Held {
+  id: number;
+  p: Pending;
+  failure: Failure | undefined;
+  value: unknown;
 }
 
 /** Counts the requests it sent until they settle, and hears of those that fail: a
@@ -317,9 +323,9 @@ export class Requests {
   private retake = false;
   /** The batch being delivered was taken by a poll, in a microtask. */
   private takenByPoll = false;
-  /** Failures of transactions' requests taken by a poll, delivered on a later turn of the
-   * event loop (`holdFailure`). */
-  private heldFailures: HeldFailure[] = [];
+  /** Results of transactions' requests kept for a later turn of the event loop, in the
+   * order they came: from a failure taken by a poll on (`keepForLater`). */
+  private held: Held[] = [];
 
   /** Set once the database has closed and its threads are gone (`closed()`). */
   private ended = false;
@@ -570,7 +576,7 @@ export class Requests {
 
   /** Called by the addon from the event loop when completions are queued. */
   readonly onComplete = (): void => {
-    if (this.heldFailures.length > 0) this.deliverHeld();
+    if (this.held.length > 0) this.deliverHeld();
     if (afterThisTurn === undefined) this.takesThisTurn = 0;
     if (this.takesThisTurn >= TAKES_PER_TURN) {
       this.wakeHeld = true;
@@ -676,11 +682,11 @@ export class Requests {
       this.deliverToSubscriber(id, entry, a, values);
       return;
     }
-    let failure: HeldFailure | undefined;
+    let failure: Failure | undefined;
     let value: unknown;
     if (entry === ENTRY_ERROR || entry === ENTRY_LOST) {
       const err = entry === ENTRY_LOST ? lostResultError() : errorFromNative(values![a] as NativeErrorDetail);
-      failure = { id, p, native: true, reason: err };
+      failure = { native: true, reason: err };
     } else {
       try {
         if (entry === ENTRY_ROWS) {
@@ -694,57 +700,58 @@ export class Requests {
         }
       } catch (err) {
         // e.g. intMode 'number' meeting an integer beyond 2^53
-        failure = { id, p, native: false, reason: err };
+        failure = { native: false, reason: err };
       }
     }
-    if (failure !== undefined) {
-      if (p.tracker !== undefined && this.takenByPoll) this.holdFailure(failure);
-      else this.fail(failure);
+    if (p.tracker !== undefined && afterThisTurn !== undefined && (this.held.length > 0 || (failure !== undefined && this.takenByPoll))) {
+      this.keepForLater({ id, p, failure, value });
       return;
     }
-    this.pending.delete(id);
-    if (--this.inflight === 0) this.idleSoon();
-    unwatch(p);
-    p.tracker?.requestSettled(false, undefined);
-    p.resolve(value);
+    this.settle(id, p, failure, value);
   }
 
-  /** Rejects a request whose result was a failure. */
-  private fail({ id, p, native, reason }: HeldFailure): void {
+  /** Settles a request with its result: `value`, or `failure`. */
+  private settle(id: number, p: Pending, failure: Failure | undefined, value: unknown): void {
     this.pending.delete(id);
     if (--this.inflight === 0) this.idleSoon();
     unwatch(p);
+    if (failure === undefined) {
+      p.tracker?.requestSettled(false, undefined);
+      p.resolve(value);
+      return;
+    }
     // An aborted write that failed (interrupted, or failed anyway) left nothing behind.
-    const settled = native && p.abortReason !== undefined ? p.abortReason.reason : reason;
-    p.tracker?.requestSettled(true, settled);
-    p.reject(settled);
+    const reason = failure.native && p.abortReason !== undefined ? p.abortReason.reason : failure.reason;
+    p.tracker?.requestSettled(true, reason);
+    p.reject(reason);
   }
 
   /**
-   * Keeps a failure of a transaction's request, taken by a poll, for a later turn of the
-   * event loop. A body's end is seen when its promise settles, and a failure that comes
-   * before is the body's to handle (docs/api.md, "What the body leaves running"). A poll
-   * takes results a few microtasks after their send, which can be before the promise of a
-   * body that fired writes and returned at once has settled (it wraps another function's
-   * promise, say): such a body's failed write counted as handled, and the rest committed.
-   * No body's promise waits for a later turn, so a failure delivered there is seen at the
-   * same moment whatever the body's promises, as one delivered by the event loop always
-   * was. The request stays pending meanwhile (it keeps the process alive, and an abort or a
-   * close settles it first). The event loop's next delivery takes these first: a poll takes
-   * only completions whose threadsafe call is still on its way (crates/node/src/sink.rs
-   * calls it for every completion that finds the queue empty).
+   * Keeps a result of a transaction's request for a later turn of the event loop: a failure
+   * taken by a poll, and every result of a transaction's request after it, so that they
+   * settle in the order the writer ran them. A body's end is seen when its promise settles,
+   * and a failure that comes before is the body's to handle (docs/api.md, "What the body
+   * leaves running"). A poll takes results a few microtasks after their send, which can be
+   * before the promise of a body that fired writes and returned at once has settled (it
+   * wraps another function's promise, say): such a body's failed write counted as handled,
+   * and the rest committed. No body's promise waits for a later turn, so a failure delivered
+   * there is seen at the same moment whatever the body's promises, as one the event loop
+   * delivers always was. The requests stay pending meanwhile (they keep the process alive,
+   * and an abort or a close settles them first). Only with Node's own setImmediate: under a
+   * fake clock taken at load nothing is held (a poll's results have no later delivery to
+   * wait for), and such a body is back to the race.
    */
-  private holdFailure(held: HeldFailure): void {
-    this.heldFailures.push(held);
-    if (this.heldFailures.length === 1 && afterThisTurn !== undefined) afterThisTurn(this.deliverHeld);
+  private keepForLater(result: Held): void {
+    this.held.push(result);
+    if (this.held.length === 1) afterThisTurn!(this.deliverHeld);
   }
 
   private readonly deliverHeld = (): void => {
-    const held = this.heldFailures;
+    const held = this.held;
     if (held.length === 0) return;
-    this.heldFailures = [];
-    for (const h of held) {
-      if (this.pending.get(h.id) === h.p) this.fail(h); // else settled meanwhile (aborted, closed)
+    this.held = [];
+    for (const { id, p, failure, value } of held) {
+      if (this.pending.get(id) === p) this.settle(id, p, failure, value); // else settled meanwhile (aborted, closed)
     }
   };
 

@@ -205,6 +205,33 @@ test('a database first loaded while a fake clock is installed still lets the pro
   assert.equal(r.stdout, 'done\n');
 });
 
+test('with a fake clock installed at load, transactions whose requests fail still settle', { timeout: 20_000 }, async () => {
+  // A failure of a transaction's request that a poll takes waits for a later turn of the
+  // event loop (test/34); with no real setImmediate it waited for a delivery that never came,
+  // and the transaction, and close() after it, hung.
+  const code = `
+    import { mock } from 'node:test';
+    mock.timers.enable({ apis: ['setImmediate'] });
+    const { Database } = await import(${JSON.stringify(ENTRY)});
+    mock.timers.reset();
+    const db = await Database.open(':memory:');
+    await db.execute('CREATE TABLE t(v UNIQUE)');
+    await db.execute("INSERT INTO t VALUES ('dup')");
+    for (let i = 0; i < 100; i++) {
+      await db.transaction(async (tx) => {
+        const err = await tx.execute("INSERT INTO t VALUES ('dup')").catch((e) => e);
+        if (err.code !== 'SQLITE_CONSTRAINT_UNIQUE') throw err;
+      });
+    }
+    await db.close();
+    console.log('settled');
+  `;
+  const r = await runChild(code, 8_000);
+  assert.equal(r.timedOut, false, `the child did not finish within 8 s (stderr: ${r.stderr})`);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'settled\n');
+});
+
 test('a clock that fakes only setImmediate at load breaks neither the release nor later immediates', { timeout: 20_000 }, async () => {
   // As @sinonjs/fake-timers does with toFake: ['setImmediate']: the global and node:timers'
   // export are replaced, clearImmediate is not. Handing the fake's handle to Node's own

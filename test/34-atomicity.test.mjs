@@ -521,6 +521,43 @@ test('a body that fires writes and returns at once is all or nothing, however ma
   await db.close();
 });
 
+test("a transaction's requests settle in the order they ran, so a failure the body handled before it returned commits", { timeout: 20_000 }, async () => {
+  // The writer runs a transaction's requests in order. A failure held for a later turn (the
+  // test above) let a later request's result overtake it: the body saw its count, returned,
+  // and the failure it had a handler for counted as one it never saw.
+  const db = await freshWithDup();
+  const outcomes = {};
+  const orders = {};
+  for (let i = 0; i < 30; i++) {
+    const seen = [];
+    const outcome = await db
+      .transaction(async (tx) => {
+        for (const v of ['a', 'dup', 'c']) tx.execute('INSERT INTO t(v) VALUES (?)', [v]).then(() => seen.push(v), () => seen.push(`${v} failed`));
+        const { n } = await tx.selectOne('SELECT count(*) AS n FROM t');
+        seen.push('count');
+        return n;
+      })
+      .then((n) => `committed ${n}`, (err) => `rejected ${err.code}`);
+    outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+    orders[seen.join(', ')] = (orders[seen.join(', ')] ?? 0) + 1;
+    await db.execute("DELETE FROM t WHERE v <> 'dup'");
+  }
+  assert.deepEqual(outcomes, { 'committed 3': 30 });
+  assert.deepEqual(orders, { 'a, dup failed, c, count': 30 });
+  // The same with a begin() handle: a failure handled before commit() was called.
+  const handled = {};
+  for (let i = 0; i < 30; i++) {
+    const h = await db.begin();
+    h.execute("INSERT INTO t(v) VALUES ('dup')").catch(() => {});
+    await h.execute("INSERT INTO t(v) VALUES ('c')");
+    const r = await h.commit().then(() => 'committed', (err) => `rejected ${err.code}`);
+    handled[r] = (handled[r] ?? 0) + 1;
+    await db.execute("DELETE FROM t WHERE v <> 'dup'");
+  }
+  assert.deepEqual(handled, { committed: 30 });
+  await db.close();
+});
+
 test('a signal that aborts after the body returned, while its requests are queued, commits nothing', { timeout: 10_000 }, async () => {
   for (let round = 0; round < 3; round++) {
     const db = await fresh();

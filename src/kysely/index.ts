@@ -163,8 +163,8 @@ function isRead(query: CompiledQuery): boolean {
 class QuietsqliteConnection implements DatabaseConnection {
   readonly #db: Database;
   #tx: TransactionHandle | undefined;
-  /** `end()` is committing or rolling back `#tx`. */
-  #ending = false;
+  /** `end()` committing or rolling back `#tx`. */
+  #ending: Promise<void> | undefined;
 
   constructor(db: Database) {
     this.#db = db;
@@ -181,19 +181,27 @@ class QuietsqliteConnection implements DatabaseConnection {
   }
 
   async end(commit: boolean): Promise<void> {
+    // One end at a time: a second (a release while a commit runs) waits for the first, and
+    // then ends what is left.
+    while (this.#ending !== undefined) await this.#ending.catch(() => {});
     const tx = this.#tx;
-    if (tx === undefined || this.#ending) return;
+    if (tx === undefined) return;
     // Until COMMIT or ROLLBACK has run, queries of the transaction's code still go to the
     // handle, which refuses them: Kysely marks the transaction ended only once this
     // resolves, and a query that came in the round trip would otherwise run on the database
-    // and commit on its own.
-    this.#ending = true;
+    // and commit on its own. After a COMMIT that failed, Kysely's transaction is still open
+    // (neither committed nor rolled back) until it calls for the rollback: the handle, rolled
+    // back already, stays until then.
+    const ending = commit ? tx.commit() : tx.rollback();
+    this.#ending = ending;
     try {
-      if (commit) await tx.commit();
-      else await tx.rollback();
-    } finally {
+      await ending;
       this.#tx = undefined;
-      this.#ending = false;
+    } catch (err) {
+      if (!commit) this.#tx = undefined;
+      throw err;
+    } finally {
+      this.#ending = undefined;
     }
   }
 

@@ -423,3 +423,36 @@ test("a transaction's queries that were still coming when it rolled back commit 
   await k.destroy();
   await db.close();
 });
+
+test('after a failed COMMIT the transaction refuses queries until rolled back, and ending twice waits', async () => {
+  // A failed COMMIT leaves Kysely's controlled transaction open (neither committed nor rolled
+  // back): its next query ran on the database, outside any transaction, and stayed.
+  const db = await tmp.open();
+  await db.execute('CREATE TABLE parent(id INTEGER PRIMARY KEY)');
+  await db.execute('CREATE TABLE child(pid REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)');
+  await db.execute('CREATE TABLE log(v)');
+  const k = new Kysely({ dialect: new QuietsqliteDialect({ database: db, closeOnDestroy: false }) });
+  const trx = await k.startTransaction().execute();
+  await trx.insertInto('child').values({ pid: 42 }).execute();
+  await assert.rejects(trx.commit().execute(), /FOREIGN KEY constraint failed/);
+  await assert.rejects(trx.insertInto('log').values({ v: 'after the failed commit' }).execute(), (err) => err.code === 'SQLITE_CONSTRAINT_FOREIGNKEY' || err.code === 'ERR_QUIETSQLITE_TRANSACTION_ENDED');
+  await trx.rollback().execute();
+  assert.deepEqual(await db.select('SELECT * FROM log'), []);
+  assert.deepEqual(await db.select('SELECT * FROM child'), []);
+  // The driver's end, called twice at once (a commit that fails, and a release): the second
+  // waits for the first, then rolls back what is left.
+  const { QuietsqliteDriver } = await import('quietsqlite/kysely');
+  const driver = new QuietsqliteDriver({ database: db, closeOnDestroy: false });
+  await driver.init();
+  const c = await driver.acquireConnection();
+  await driver.beginTransaction(c, {});
+  await c.executeQuery({ sql: 'INSERT INTO child VALUES (42)', parameters: [], query: { kind: 'RawNode' } });
+  const order = [];
+  const commit = driver.commitTransaction(c).then(() => order.push('commit resolved'), () => order.push('commit rejected'));
+  const release = driver.releaseConnection(c).then(() => order.push('release resolved'));
+  await Promise.all([commit, release]);
+  assert.deepEqual(order, ['commit rejected', 'release resolved']);
+  await within(db.execute("INSERT INTO log VALUES ('the writer is free')"), 'a write after the release');
+  await k.destroy();
+  await db.close();
+});
