@@ -6,7 +6,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { and, asc, eq, gt, inArray, relations, sql, TransactionRollbackError, DrizzleQueryError } from 'drizzle-orm';
 import { alias, blob, integer, primaryKey, sqliteTable, sqliteView, text, union, except } from 'drizzle-orm/sqlite-core';
@@ -384,4 +384,53 @@ test('migrate(): runs started together apply each migration once', async () => {
   await Promise.all([migrate(drizzle(qdb), config), migrate(drizzle(qdb), config), migrate(drizzle(other), config)]);
   assert.deepEqual(await qdb.select('SELECT name FROM users'), [{ name: 'admin' }]);
   assert.deepEqual(await qdb.selectOne('SELECT count(*) AS n FROM __drizzle_migrations'), { n: 2 });
+});
+
+test("migrate(): drizzle-kit's table rebuilds keep the rows of ON DELETE CASCADE children; foreign keys are checked and back on after", async () => {
+  // drizzle-kit rebuilds a table with PRAGMA foreign_keys=OFF, DROP TABLE, RENAME. The pragma
+  // does nothing inside the migration's transaction, and quietsqlite turns foreign keys on:
+  // the DROP deleted every child row through the cascade, silently.
+  const qdb = await tmp.open();
+  const db = drizzle(qdb);
+  const folder = join(tmp.dir, 'migrations-rebuild');
+  const write = (entries) => {
+    rmSync(folder, { recursive: true, force: true });
+    mkdirSync(join(folder, 'meta'), { recursive: true });
+    for (const [tag, text] of entries) writeFileSync(join(folder, `${tag}.sql`), text);
+    writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify({ version: '7', dialect: 'sqlite', entries: entries.map(([tag], idx) => ({ idx, version: '6', when: 1700000000000 + idx * 1000, tag, breakpoints: true })) }));
+  };
+  const init = ['0000_init', [
+    'CREATE TABLE parent (id INTEGER PRIMARY KEY, name TEXT);',
+    'CREATE TABLE child (id INTEGER PRIMARY KEY, pid INTEGER REFERENCES parent(id) ON DELETE CASCADE);',
+    "INSERT INTO parent VALUES (1, 'p');",
+    'INSERT INTO child VALUES (10, 1);',
+  ].join('\n--> statement-breakpoint\n')];
+  const rebuild = (tag, select) => [tag, [
+    'PRAGMA foreign_keys=OFF;',
+    "CREATE TABLE `__new_parent` (id INTEGER PRIMARY KEY, name TEXT NOT NULL DEFAULT '');",
+    `INSERT INTO \`__new_parent\`("id", "name") ${select};`,
+    'DROP TABLE `parent`;',
+    'ALTER TABLE `__new_parent` RENAME TO `parent`;',
+    'PRAGMA foreign_keys=ON;',
+  ].join('--> statement-breakpoint\n')];
+  write([init, rebuild('0001_rebuild', 'SELECT "id", "name" FROM `parent`')]);
+  await migrate(db, { migrationsFolder: folder });
+  assert.deepEqual(await qdb.select('SELECT * FROM child'), [{ id: 10, pid: 1 }]);
+  assert.deepEqual(await qdb.execute('PRAGMA foreign_keys'), { changes: 0, lastInsertRowid: 0, rows: [{ foreign_keys: 1 }] });
+  // A rebuild that loses a parent a child refers to fails, and leaves nothing of itself.
+  write([init, rebuild('0001_rebuild', 'SELECT "id", "name" FROM `parent`'), rebuild('0002_lossy', 'SELECT "id" + 1, "name" FROM `parent`')]);
+  await assert.rejects(migrate(db, { migrationsFolder: folder }), /foreign key/i);
+  assert.deepEqual(await qdb.select('SELECT id FROM parent'), [{ id: 1 }]);
+  assert.equal((await qdb.select('SELECT * FROM __drizzle_migrations')).length, 2);
+  // Foreign keys are back on for the application's writes, also those sent while it ran.
+  write([init, rebuild('0001_rebuild', 'SELECT "id", "name" FROM `parent`'), rebuild('0002_again', 'SELECT "id", "name" FROM `parent`')]);
+  const running = migrate(db, { migrationsFolder: folder });
+  const orphan = assert.rejects(qdb.execute('INSERT INTO child VALUES (11, 99)'), (err) => err.code === 'SQLITE_CONSTRAINT_FOREIGNKEY');
+  await running;
+  await orphan;
+  // The writer runs what is sent together in order (test/31, "writers wait behind it in FIFO
+  // order"): off, the transaction, on. A run with nothing pending turns them back on too.
+  await migrate(db, { migrationsFolder: folder });
+  assert.deepEqual((await qdb.execute('PRAGMA foreign_keys')).rows, [{ foreign_keys: 1 }]);
+  assert.deepEqual(await qdb.select('SELECT * FROM child'), [{ id: 10, pid: 1 }]);
 });
