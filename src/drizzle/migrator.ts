@@ -5,15 +5,19 @@
 
 import { readMigrationFiles, type MigrationConfig } from 'drizzle-orm/migrator';
 import type { SQLiteAsyncDialect } from 'drizzle-orm/sqlite-core';
+import type { TablesRelationalConfig } from 'drizzle-orm';
 import type { QuietsqliteDrizzleDatabase } from './index.js';
+import type { QuietsqliteTransaction } from './session.js';
 
 export type { MigrationConfig };
 
 /** How drizzle-kit opens a table rebuild (CREATE the new table, copy, DROP the old, RENAME). */
 const FOREIGN_KEYS_OFF = /^\s*PRAGMA\s+foreign_keys\s*=\s*(OFF|0|false|no)\s*;?\s*$/i;
 
+/** Applies the pending migrations of `config.migrationsFolder`. Given a Drizzle transaction,
+ * they run inside it (a savepoint), and are undone with it. */
 export async function migrate<TSchema extends Record<string, unknown>>(
-  db: QuietsqliteDrizzleDatabase<TSchema>,
+  db: QuietsqliteDrizzleDatabase<TSchema> | QuietsqliteTransaction<TSchema, TablesRelationalConfig>,
   config: MigrationConfig,
 ): Promise<void> {
   const migrations = readMigrationFiles(config);
@@ -23,6 +27,12 @@ export async function migrate<TSchema extends Record<string, unknown>>(
   // it runs inside a transaction of quietsqlite's, which takes the write lock first; Drizzle's
   // queries, made in its body, are routed into it (its own transaction becomes a savepoint).
   const inner = db as unknown as { dialect: SQLiteAsyncDialect; session: Parameters<SQLiteAsyncDialect['migrate']>[1] };
+  if (!('$client' in db)) {
+    // A transaction of the caller's: it holds the write lock already, and foreign keys
+    // cannot be turned off inside it (docs/api.md).
+    await inner.dialect.migrate(migrations, inner.session, config);
+    return;
+  }
   const client = db.$client;
   const apply = (checkForeignKeys: boolean) => async (): Promise<void> => {
     await inner.dialect.migrate(migrations, inner.session, config);

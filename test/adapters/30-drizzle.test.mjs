@@ -434,3 +434,23 @@ test("migrate(): drizzle-kit's table rebuilds keep the rows of ON DELETE CASCADE
   assert.deepEqual((await qdb.execute('PRAGMA foreign_keys')).rows, [{ foreign_keys: 1 }]);
   assert.deepEqual(await qdb.select('SELECT * FROM child'), [{ id: 10, pid: 1 }]);
 });
+
+test('migrate() given a Drizzle transaction runs inside it, and is undone with it', async () => {
+  const qdb = await tmp.open();
+  const db = drizzle(qdb);
+  const folder = join(tmp.dir, 'migrations-in-tx');
+  mkdirSync(join(folder, 'meta'), { recursive: true });
+  writeFileSync(join(folder, '0000_a.sql'), 'CREATE TABLE a (x);\n');
+  writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify({ version: '7', dialect: 'sqlite', entries: [{ idx: 0, version: '6', when: 1700000000000, tag: '0000_a', breakpoints: true }] }));
+  await assert.rejects(
+    db.transaction(async (tx) => {
+      await migrate(tx, { migrationsFolder: folder });
+      assert.equal((await tx.all(sql`SELECT name FROM sqlite_master WHERE name = 'a'`)).length, 1);
+      throw new Error('undo');
+    }),
+    /undo/,
+  );
+  assert.deepEqual(await qdb.select("SELECT name FROM sqlite_master WHERE type = 'table'"), []);
+  await db.transaction((tx) => migrate(tx, { migrationsFolder: folder }));
+  assert.equal((await qdb.select('SELECT * FROM __drizzle_migrations')).length, 1);
+});

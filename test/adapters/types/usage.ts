@@ -54,4 +54,5 @@ export async function drizzleUsage(db: Database): Promise<void> {
   void firstName;
   void newId;
   await migrate(orm, { migrationsFolder: './drizzle' });
+  await orm.transaction((tx) => migrate(tx, { migrationsFolder: './drizzle' }));
 }
