@@ -888,10 +888,11 @@ export class Database implements Executor, TransactionHost, StatementHost {
     // Alone, and with nothing that could want to stop it while BEGIN waits its turn, the body
     // starts at once: its requests queue behind the BEGIN on the writer, which tells a failed
     // BEGIN as their error (docs/experiments/058-silent-begin.md).
-    const txId =
-      signal === undefined && this.#running === undefined && this.#begins === 0
-        ? this.#beginSilently(mode)
-        : await this.#beginOnWriter(mode, signal);
+    const silent = signal === undefined && this.#running === undefined && this.#begins === 0;
+    // Everything that ends the transaction is made before BEGIN is sent: an exception in
+    // between (the stack used up, memory) left BEGIN on the writer with nothing to end it,
+    // and the writer held for good.
+    const txId = this.#newTxId();
     const tx = new Transaction(this, txId, 0, undefined, signal === undefined ? NO_SIGNALS : [signal]);
     // A forced close cancels whichever phase runs (the body, then the wait for its nested
     // bodies), and every later one.
@@ -912,10 +913,15 @@ export class Database implements Executor, TransactionHost, StatementHost {
     let settle: (() => void) | undefined;
     const settled = (): Promise<void> =>
       ended ? Promise.resolve() : (settledPromise ??= new Promise<void>((resolve) => (settle = resolve)));
-    this.#running = { tx, cancel, settled };
-    // COMMIT was sent: from then on the writer ends the transaction either way.
+    const running = { tx, cancel, settled };
+    // BEGIN was sent; COMMIT was sent: from then on the writer ends the transaction either way.
+    let begun = false;
     let committing = false;
     try {
+      if (silent) this.#beginSilently(txId, mode);
+      else await this.#beginOnWriter(txId, mode, signal);
+      begun = true;
+      this.#running = running;
       signalState.throwIfAborted(signal);
       // A forced close may have begun while this transaction waited for the writer.
       if (this.#forceClosing) throw closedError('the database was closed with force before this transaction began');
@@ -932,7 +938,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
       await this.#write<void>(Kind.Done, 'object', (id) => binding.dbCommit(this.#handle, id, txId));
       return result;
     } catch (err) {
-      if (!committing) {
+      if (begun && !committing) {
+        // On a stack of its own: the error may be that this one was used up.
+        await undefined;
         tx.end();
         // The body's error is what the caller must see; a rollback can only fail here when
         // the connection is already gone, which the next request reports.
@@ -963,7 +971,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
     }
     const { mode, signal } = transactionOptions(options);
     signalState.throwIfAborted(signal);
-    const txId = await this.#beginOnWriter(mode, signal);
+    // Made before BEGIN is sent, as in transaction().
+    const txId = this.#newTxId();
     const tx = new Transaction(this, txId, 0, undefined, signal === undefined ? NO_SIGNALS : [signal]);
     let settle!: () => void;
     const settled = new Promise<void>((resolve) => (settle = resolve));
@@ -981,7 +990,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
       },
       savepoint: (op, depth) => this.writerSavepoint(txId, op, depth),
     });
-    this.#running = { tx, cancel: (reason) => void handle.abandon(reason), settled: () => settled, handle };
+    const running = { tx, cancel: (reason: unknown) => void handle.abandon(reason), settled: () => settled, handle };
+    await this.#beginOnWriter(txId, mode, signal);
+    this.#running = running;
     // The database may have started closing, or the signal fired, while BEGIN waited.
     if (this.#closing) {
       const err = closedError('the database was closed before this transaction began');
@@ -1005,29 +1016,26 @@ export class Database implements Executor, TransactionHost, StatementHost {
     return txId;
   }
 
-  /** Sends a BEGIN that nobody waits for; returns the new transaction's id. */
-  #beginSilently(mode: TransactionMode): number {
-    const txId = this.#newTxId();
+  /** Sends a BEGIN of transaction `txId` that nobody waits for. */
+  #beginSilently(txId: number, mode: TransactionMode): void {
     try {
       binding.dbBegin(this.#handle, 0, txId, MODES[mode], true);
     } catch (err) {
       throw fromNativeThrow(err);
     }
-    return txId;
   }
 
-  /** Sends BEGIN and waits for the writer; resolves with the new transaction's id. */
-  async #beginOnWriter(mode: TransactionMode, signal: AbortSignal | undefined): Promise<number> {
+  /** Sends BEGIN of transaction `txId` and waits for the writer. */
+  async #beginOnWriter(txId: number, mode: TransactionMode, signal: AbortSignal | undefined): Promise<void> {
     this.#begins++;
     try {
-      return await this.#beginAndWait(mode, signal);
+      await this.#beginAndWait(txId, mode, signal);
     } finally {
       this.#begins--;
     }
   }
 
-  async #beginAndWait(mode: TransactionMode, signal: AbortSignal | undefined): Promise<number> {
-    const txId = this.#newTxId();
+  async #beginAndWait(txId: number, mode: TransactionMode, signal: AbortSignal | undefined): Promise<void> {
     const begun = this.#write<void>(Kind.Done, 'object', (id) => binding.dbBegin(this.#handle, id, txId, MODES[mode], false));
     if (signal === undefined) {
       await begun;
@@ -1047,7 +1055,6 @@ export class Database implements Executor, TransactionHost, StatementHost {
         throw err;
       }
     }
-    return txId;
   }
 
   // ---- live queries ----

@@ -402,15 +402,6 @@ export class Requests {
       }
       // A timeout counts from the call: a large batch runs on the writer while it is sent.
       const sentAt = stop !== undefined && stop.timeoutMs > 0 ? performance.now() : 0;
-      try {
-        send(id, stop !== undefined);
-      } catch (err) {
-        // A signal aborted while the request was sent (by a getter of its parameters) wins:
-        // a send that stops for it throws, and the call rejects with the signal's reason.
-        const aborted = stop?.signals.find(signalState.aborted);
-        reject(aborted !== undefined ? signalState.reason(aborted) : err);
-        return;
-      }
       const p: Pending = {
         resolve: resolve as (v: unknown) => void,
         reject,
@@ -421,9 +412,27 @@ export class Requests {
         abortReason: undefined,
         tracker,
       };
+      // Counted before it is sent, and uncounted if the send throws: an exception between a
+      // send and its counting (the stack used up) left a request running that was counted in
+      // part, and the count of requests in flight, which holds the process alive, wrong.
       this.pending.set(id, p);
       tracker?.requestSent();
-      if (this.inflight++ === 0 && !this.busy) this.setBusy(true);
+      const first = this.inflight++ === 0;
+      try {
+        send(id, stop !== undefined);
+      } catch (err) {
+        this.pending.delete(id);
+        tracker?.requestSettled(false, undefined);
+        if (--this.inflight === 0) this.idleSoon();
+        // A signal aborted while the request was sent (by a getter of its parameters) wins:
+        // a send that stops for it throws, and the call rejects with the signal's reason.
+        const aborted = stop?.signals.find(signalState.aborted);
+        reject(aborted !== undefined ? signalState.reason(aborted) : err);
+        return;
+      }
+      // After the send: a closed database's handle has no keep-alive to take, and its send
+      // throws first. Nothing completes before this code is through (results come on this thread).
+      if (first && !this.busy) this.setBusy(true);
       if (stop !== undefined) this.watch(id, p, stop, sentAt);
       if (!this.polling && POLL_MICROS > 0) this.pollSoon();
     });

@@ -176,6 +176,9 @@ export function raceBody<R>(
     resolve = res;
     reject = rej;
   });
+  // An executor that could not run (no stack left to call it) left `outcome` rejected with
+  // that RangeError, and nothing to settle it with: it is the outcome.
+  if (reject === undefined) return outcome;
   let onAbort: (() => void) | undefined;
   let lost = false;
   const stopListening = (): void => {

@@ -558,6 +558,43 @@ test("a transaction's requests settle in the order they ran, so a failure the bo
   await db.close();
 });
 
+test('transaction() called with the stack nearly used up fails without keeping the writer', { timeout: 60_000 }, async () => {
+  // BEGIN went to the writer before the code that ends the transaction was in place: a
+  // RangeError (stack exhausted) thrown in between left the writer held for good, and every
+  // later write, and close({ force: true }), waited forever.
+  const db = await fresh();
+  const withStackLeft = (margin, fn) => {
+    let out;
+    const down = () => {
+      let up;
+      try {
+        up = down();
+      } catch {
+        up = 0;
+      }
+      if (up === margin) {
+        try {
+          out = fn();
+        } catch (err) {
+          out = Promise.reject(err);
+        }
+      }
+      return up + 1;
+    };
+    down();
+    return out;
+  };
+  const outcomes = new Set();
+  for (let margin = 0; margin < 1200; margin += 3) {
+    const p = withStackLeft(margin, () => db.transaction(async (tx) => tx.execute('INSERT INTO t(v) VALUES (1)')));
+    outcomes.add(await within(p.then(() => 'committed', (err) => err.name), `transaction() at margin ${margin}`));
+    await within(db.execute('INSERT INTO t(v) VALUES (2)'), `a write after transaction() at margin ${margin}`);
+  }
+  // Deep enough to fail and shallow enough to run: the probe crossed the window.
+  assert.ok(outcomes.has('RangeError') && outcomes.has('committed'), [...outcomes].join(', '));
+  await db.close();
+});
+
 test('a signal that aborts after the body returned, while its requests are queued, commits nothing', { timeout: 10_000 }, async () => {
   for (let round = 0; round < 3; round++) {
     const db = await fresh();
