@@ -8,6 +8,7 @@ import { binding, type NativeDatabase } from './native';
 import { checkTimeout, ownOptions, type QueryOptions } from './options';
 import { checkSignal, signalState } from './signals';
 import type { Requests, Subscriber } from './requests';
+import { startTimer, stopTimer, timeoutError } from './timers';
 import { decodeRows, type RowMode } from './rows';
 
 export interface IterateOptions extends QueryOptions {
@@ -220,18 +221,15 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
     const ref = new WeakRef(this as RowIterator<unknown>);
     const onAbort = (): void => RowIterator.#failRef(ref, signalState.reason(signal!));
     if (signal !== undefined) signalState.listen(signal, onAbort);
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let timer: NodeJS.Timeout | undefined;
     if (timeoutMs > 0) {
-      timer = setTimeout(
-        () => RowIterator.#failRef(ref, new DOMException('The operation was aborted due to timeout', 'TimeoutError')),
-        timeoutMs,
-      );
+      timer = startTimer(() => RowIterator.#failRef(ref, timeoutError()), timeoutMs);
       // An iterator nobody reads must not keep the process alive; a pending next() does.
       timer.unref();
     }
     this.#watching.unwatch = () => {
       if (signal !== undefined) signalState.unlisten(signal, onAbort);
-      if (timer !== undefined) clearTimeout(timer);
+      if (timer !== undefined) stopTimer(timer);
     };
   }
 

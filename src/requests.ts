@@ -4,7 +4,7 @@
 // be collected; it holds a WeakRef, and the database is pinned only while work is in flight.
 
 import { availableParallelism } from 'node:os';
-import { setImmediate } from 'node:timers';
+import { afterThisTurn, startTimer, stopTimer, timeoutError } from './timers';
 import { closedError, errorFromNative, lostResultError, type NativeErrorDetail } from './errors';
 import { binding, type NativeDatabase } from './native';
 import { signalState } from './signals';
@@ -31,7 +31,7 @@ interface Pending {
   kind: Kind;
   rowMode: RowMode;
   /** A cancellable request's timer, and what removes its abort listeners (see `watch`). */
-  timer: ReturnType<typeof setTimeout> | undefined;
+  timer: NodeJS.Timeout | undefined;
   stopWatching: (() => void)[] | undefined;
   /** Set when a running write was aborted: its outcome decides (see `abort`). */
   abortReason: { reason: unknown } | undefined;
@@ -205,10 +205,6 @@ function onAbort(signal: AbortSignal, callback: () => void): () => void {
   };
 }
 
-/** The reason a request that ran out of time rejects with, as `AbortSignal.timeout()` gives. */
-function timeoutError(): DOMException {
-  return new DOMException('The operation was aborted due to timeout', 'TimeoutError');
-}
 
 /** Receives a subscription's completions: live-query emissions (a rows Buffer) or iterator
  * chunks (`[rows, done]`), and errors. */
@@ -447,7 +443,7 @@ export class Requests {
     // per request, finished requests with their promises and rows survived young-generation
     // collections (V8's pretenuring was involved; docs/experiments/067).
     if (signals.length > 0) p.stopWatching = signals.map((s) => onAbort(s, () => this.abort(id, p, signalState.reason(s))));
-    if (timeoutMs > 0) p.timer = setTimeout(() => this.abort(id, p, timeoutError()), Math.max(0, timeoutMs - (performance.now() - sentAt)));
+    if (timeoutMs > 0) p.timer = startTimer(() => this.abort(id, p, timeoutError()), Math.max(0, timeoutMs - (performance.now() - sentAt)));
     const aborted = signals.find(signalState.aborted);
     if (aborted !== undefined) this.abort(id, p, signalState.reason(aborted));
   }
@@ -812,7 +808,7 @@ export function rowsAs(kind: Kind, rows: unknown[]): unknown {
 /** Removes the abort listeners and the timer of a cancellable request. */
 function unwatch(p: Pending): void {
   if (p.timer !== undefined) {
-    clearTimeout(p.timer);
+    stopTimer(p.timer);
     p.timer = undefined;
   }
   if (p.stopWatching !== undefined) {
@@ -829,30 +825,6 @@ function unwatch(p: Pending): void {
  * the event loop would make the poll's hops useless). */
 const SETTLED: Promise<void> = (async () => {})();
 const settledThen = SETTLED.then;
-
-/** Node's own `setImmediate`, taken at load, so that a fake-timer library installed later
- * cannot keep the event loop held. One installed while this module loads replaces the export
- * of `node:timers` too, and the immediates it takes never run unless its clock is advanced:
- * then (or when the check cannot be made) this is undefined and the event loop is let go one
- * microtask after the last completion (an awaited loop then pays two `dbKeepAlive` calls per
- * request). Node's own registers an active 'Immediate' resource as soon as it is called.
- * Its callback must not throw (ours does not). */
-const afterThisTurn: ((callback: () => void) => unknown) | undefined = nodeOwnSetImmediate();
-
-function nodeOwnSetImmediate(): ((callback: () => void) => unknown) | undefined {
-  const set = setImmediate;
-  const immediates = (): number => process.getActiveResourcesInfo().filter((r) => r === 'Immediate').length;
-  try {
-    const before = immediates();
-    // The probe is left to run (a no-op, at the next check phase): clearing it could hand a
-    // fake's handle to Node's own clearImmediate (a clock that fakes only setImmediate),
-    // which under Node 20 breaks every later immediate of the process.
-    set(() => {});
-    return immediates() > before ? set : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /** Queues `hop` as a microtask. Only for our own callbacks that cannot throw: an exception
  * would surface as an unhandled rejection (`rethrowLater` keeps `queueMicrotask` for that). */

@@ -9,6 +9,7 @@ import type { NativeDatabase } from './native';
 import { ownOptions } from './options';
 import { checkSignal, signalState } from './signals';
 import { rethrowLater, type Requests, type Subscriber } from './requests';
+import { afterThisTurn, startTimer } from './timers';
 import { decodeRows, type Row } from './rows';
 import { callbackScope } from './transaction';
 
@@ -62,7 +63,8 @@ type Listener<T> = {
 function tellEnded<T>(listener: Listener<T>): void {
   const onError = listener.onError;
   if (onError === undefined) return;
-  setImmediate(() => {
+  const later = afterThisTurn ?? ((callback: () => void) => startTimer(callback, 0));
+  later(() => {
     if (!listener.off) notify(listener.scope, onError, closedError('this live query has ended'));
   });
 }

@@ -232,6 +232,55 @@ test('with a fake clock installed at load, transactions whose requests fail stil
   assert.equal(r.stdout, 'settled\n');
 });
 
+test("timeoutMs keeps real time under a fake clock, browser-like timer globals and a frozen globalThis", { timeout: 30_000 }, async () => {
+  // The timers of timeoutMs were the global ones: a fake clock installed after load never
+  // fired them (a runaway query ran on, and close() waited behind it); jsdom's globals (no
+  // setImmediate, number handles) broke iterate() and subscribe(); and on Node 20, with
+  // globalThis frozen after load, the lazy global DOMException threw inside the timer and
+  // ended the process.
+  const RUNAWAY = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c';
+  const fake = await runChild(`
+    import { mock } from 'node:test';
+    const { Database } = await import(${JSON.stringify(ENTRY)});
+    const db = await Database.open(':memory:');
+    mock.timers.enable({ apis: ['setTimeout', 'setImmediate', 'setInterval'] });
+    const select = await db.select(${JSON.stringify(RUNAWAY)}, [], { timeoutMs: 100 }).catch((e) => e.name);
+    let iterated;
+    try { for await (const _ of db.iterate(${JSON.stringify(RUNAWAY)}, [], { timeoutMs: 100 })); } catch (e) { iterated = e.name; }
+    await db.close();
+    mock.timers.reset();
+    console.log(select, iterated);
+  `, 10_000);
+  assert.equal(fake.timedOut, false, `a timeout under a fake clock did not fire within 10 s (stderr: ${fake.stderr})`);
+  assert.equal(fake.stdout, 'TimeoutError TimeoutError\n', fake.stderr);
+  const browserLike = await runChild(`
+    const nodeSetTimeout = globalThis.setTimeout;
+    globalThis.setTimeout = (fn, ms, ...args) => { nodeSetTimeout(fn, ms, ...args); return 1; };
+    delete globalThis.setImmediate;
+    const { Database } = await import(${JSON.stringify(ENTRY)});
+    const db = await Database.open(':memory:', { timeoutMs: 5000 });
+    const rows = [];
+    for await (const row of db.iterate('SELECT 1 AS x')) rows.push(row.x);
+    const live = db.stream('SELECT 1');
+    live.end();
+    const told = await new Promise((resolve) => live.subscribe(() => {}, (err) => resolve(err.code)));
+    await db.close();
+    console.log(rows.join(), told);
+  `, 10_000);
+  assert.equal(browserLike.status, 0, browserLike.stderr);
+  assert.equal(browserLike.stdout, '1 ERR_QUIETSQLITE_CLOSED\n');
+  const frozen = await runChild(`
+    const { Database } = await import(${JSON.stringify(ENTRY)});
+    const db = await Database.open(':memory:');
+    Object.freeze(globalThis);
+    const name = await db.select(${JSON.stringify(RUNAWAY)}, [], { timeoutMs: 50 }).catch((e) => e.name);
+    await db.close();
+    console.log(name);
+  `, 10_000);
+  assert.equal(frozen.status, 0, frozen.stderr);
+  assert.equal(frozen.stdout, 'TimeoutError\n');
+});
+
 test('a clock that fakes only setImmediate at load breaks neither the release nor later immediates', { timeout: 20_000 }, async () => {
   // As @sinonjs/fake-timers does with toFake: ['setImmediate']: the global and node:timers'
   // export are replaced, clearImmediate is not. Handing the fake's handle to Node's own
