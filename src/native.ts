@@ -78,11 +78,26 @@ interface Binding {
 /** The environment variable naming a binary to load instead of any other. */
 export const OVERRIDE_VARIABLE = 'QUIETSQLITE_NATIVE_LIBRARY_PATH';
 
-const root = join(__dirname, '..');
+/** The package's directory. Not known when this file was bundled into an ES module (which has
+ * no `__dirname`); in a CommonJS bundle it is the bundle's parent, not the package. */
+const root: string | undefined = typeof __dirname === 'string' ? join(__dirname, '..') : undefined;
 
 interface Manifest {
+  name?: string;
   version: string;
   optionalDependencies?: Record<string, string>;
+}
+
+/** quietsqlite's package.json, or undefined when the files around this one are not the
+ * package's (a bundler copied this code into an application). */
+function ownManifest(): Manifest | undefined {
+  if (root === undefined) return undefined;
+  try {
+    const manifest = require(join(root, 'package.json')) as Manifest;
+    return manifest.name === 'quietsqlite' ? manifest : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** musl or glibc: musl's ldd is a script naming musl; glibc's runtime shows in the report. */
@@ -115,7 +130,7 @@ function notFound(err: unknown, request: string): boolean {
 
 /** In a source checkout (the Rust sources beside dist/) with cargo on PATH: builds native/ the
  * way `npm run build:native` does. Returns why it did not, or null when it built. */
-function buildFromSource(): string | null {
+function buildFromSource(root: string): string | null {
   if (!existsSync(join(root, 'Cargo.toml')) || !existsSync(join(root, 'crates', 'node'))) {
     return 'no Rust sources here (the npm package does not carry them)';
   }
@@ -147,6 +162,14 @@ function load(): Binding {
     }
   }
 
+  const manifest = ownManifest();
+  if (root === undefined || manifest === undefined) {
+    throw new Error(
+      `quietsqlite: its native addon is not where the package keeps it: this code runs from ${typeof __filename === 'string' ? __filename : 'an ES module bundle'}, ` +
+        'outside the installed package (a bundler copied it?). Leave quietsqlite out of the bundle (esbuild --external:quietsqlite, ' +
+        `webpack externals), or set ${OVERRIDE_VARIABLE} to the quietsqlite.node file. See docs/guides/packaging.md.`,
+    );
+  }
   const local = join(root, 'native', 'quietsqlite.node');
   if (existsSync(local)) {
     try {
@@ -157,7 +180,6 @@ function load(): Binding {
   }
 
   // The platform packages are the main package's optional dependencies: one list, package.json.
-  const manifest = require(join(root, 'package.json')) as Manifest;
   const triple = platformTriple();
   const pkg = `quietsqlite-${triple}`;
   const published = manifest.optionalDependencies?.[pkg] !== undefined;
@@ -172,7 +194,7 @@ function load(): Binding {
     tried.push(`no prebuilt package is published for ${triple}`);
   }
 
-  const why = buildFromSource();
+  const why = buildFromSource(root);
   if (why === null && existsSync(local)) return require(local) as Binding;
   tried.push(why ?? `the build did not write ${local}`);
 

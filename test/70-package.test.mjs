@@ -339,3 +339,37 @@ test('without its platform package the loader fails naming the platform and what
     rmSync(bare, { recursive: true, force: true });
   }
 });
+
+test("copied out of the package (as a bundler does), the loader says so and the override still loads", () => {
+  // A CommonJS bundle sits in the application: the loader read the application's package.json
+  // and spoke of its version; an ES module bundle has no __dirname, and failed with a
+  // ReferenceError before it looked at the override.
+  const triple = expectedTriple();
+  const app = mkdtempSync(join(tmpdir(), 'quietsqlite-bundled-'));
+  try {
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'my-app', version: '7.7.7' }));
+    cpSync(join(project, 'node_modules', 'quietsqlite', 'dist'), join(app, 'out'), { recursive: true });
+    const load = "require('./out/index.js'); console.log('loaded')";
+    const failed = runIn(app, process.execPath, ['-e', load]);
+    assert.notEqual(failed.status, 0);
+    assert.match(failed.stderr, /outside the installed package \(a bundler copied it\?\)/);
+    assert.match(failed.stderr, new RegExp(OVERRIDE));
+    assert.ok(!failed.stderr.includes('7.7.7'), failed.stderr);
+    const binary = join(project, 'node_modules', `quietsqlite-${triple}`, `quietsqlite.${triple}.node`);
+    const overridden = runIn(app, process.execPath, ['-e', load], { [OVERRIDE]: binary });
+    assert.equal(overridden.status, 0, overridden.stderr);
+    // As an ES module with no __dirname (the CommonJS files read as ES modules would fail on
+    // `require` first; the loader alone is what matters): evaluate native.js's body where
+    // __dirname is undefined.
+    const esm = runIn(app, process.execPath, ['-e', `
+      const { readFileSync } = require('node:fs');
+      const body = readFileSync('./out/native.js', 'utf8');
+      const run = new Function('exports', 'require', 'module', '__filename', body);
+      const m = { exports: {} };
+      try { run(m.exports, require, m, undefined); console.log('loaded'); } catch (e) { console.log(e.constructor.name + ': ' + e.message); }
+    `], { [OVERRIDE]: binary });
+    assert.equal(esm.stdout.trim(), 'loaded', esm.stderr + esm.stdout);
+  } finally {
+    rmSync(app, { recursive: true, force: true });
+  }
+});
