@@ -49,6 +49,7 @@ import { TransactionHandle } from './transaction-handle';
 import { newStatement, Statement, statementId, type StatementHost } from './statement';
 import { SqlTexts } from './sql-texts';
 import { Functions, type AggregateOptions, type FunctionOptions } from './functions';
+import { claimFile } from './open-files';
 
 /** Entry points only an addon built with the `test-hooks` feature has (`npm test`). */
 interface TestHooks {
@@ -124,6 +125,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
   readonly #handle: number;
   readonly #requests: Requests;
   readonly #path: string;
+  /** Uncounts the file as open by this copy of quietsqlite (src/open-files.ts). */
+  readonly #releaseFile: (() => void) | undefined;
   /** The default `timeoutMs` of every query (0: none). */
   readonly #timeoutMs: number;
   /** The cipher of the database's encryption (or of a later rekey on a plaintext one). */
@@ -174,7 +177,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
     encrypted: boolean,
     readonlyDb: boolean,
     inline: boolean,
+    releaseFile: (() => void) | undefined,
   ) {
+    this.#releaseFile = releaseFile;
     this.#path = path;
     this.#inline = inline;
     this.#readonlyDb = readonlyDb;
@@ -195,8 +200,11 @@ export class Database implements Executor, TransactionHost, StatementHost {
    */
   static async open(path: string, options?: OpenOptions): Promise<Database> {
     checkPath(path);
-    return Database.#start(path, options, (nativeOptions, onComplete, id) =>
-      new binding.NativeDatabase(path, nativeOptions, onComplete, id),
+    return Database.#start(
+      path,
+      options,
+      (nativeOptions, onComplete, id) => new binding.NativeDatabase(path, nativeOptions, onComplete, id),
+      true,
     );
   }
 
@@ -209,8 +217,11 @@ export class Database implements Executor, TransactionHost, StatementHost {
   static async deserialize(bytes: Uint8Array, options?: OpenOptions): Promise<Database> {
     if (!(bytes instanceof Uint8Array)) throw new TypeError('deserialize() takes the bytes of a database (a Buffer or Uint8Array)');
     const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    return Database.#start(':memory:', options, (nativeOptions, onComplete, id) =>
-      binding.NativeDatabase.deserialize(buf, nativeOptions, onComplete, id),
+    return Database.#start(
+      ':memory:',
+      options,
+      (nativeOptions, onComplete, id) => binding.NativeDatabase.deserialize(buf, nativeOptions, onComplete, id),
+      false,
     );
   }
 
@@ -218,8 +229,11 @@ export class Database implements Executor, TransactionHost, StatementHost {
     path: string,
     options: OpenOptions | undefined,
     create: (o: NativeOpenOptions, onComplete: () => void, id: number) => NativeDatabase,
+    namesFile: boolean,
   ): Promise<Database> {
     const o = resolveOpenOptions(options);
+    // Before anything opens the file: refused when another copy of quietsqlite has it open.
+    let releaseFile = namesFile ? claimFile(path) : undefined;
     removeScratchFilesAtExit();
     const requests = new Requests(o.intMode);
     const openId = requests.id();
@@ -255,8 +269,19 @@ export class Database implements Executor, TransactionHost, StatementHost {
     }, openId).catch((err: unknown) => {
       // A failed open leaves no threads behind; release the completion channel.
       native?.dispose();
+      releaseFile?.();
       throw err;
     });
+    // A file this open created is claimed now that it exists.
+    if (namesFile && releaseFile === undefined) {
+      try {
+        releaseFile = claimFile(path);
+      } catch (err) {
+        // Another copy opened the new file meanwhile: close this one again.
+        await Database.#closeUnclaimed(native!, requests);
+        throw err;
+      }
+    }
     return new Database(
       path,
       native!,
@@ -266,7 +291,15 @@ export class Database implements Executor, TransactionHost, StatementHost {
       o.encryption !== undefined,
       o.readonly,
       o.inlineBudgetUs !== undefined,
+      releaseFile,
     );
+  }
+
+  /** Closes a database that was opened and must not be used. */
+  static async #closeUnclaimed(native: NativeDatabase, requests: Requests): Promise<void> {
+    await requests.start<void>(Kind.Done, 'object', (id) => native.close(id)).catch(() => {});
+    requests.closed();
+    native.dispose();
   }
 
   /** The path the database was opened with. */
@@ -1152,7 +1185,12 @@ export class Database implements Executor, TransactionHost, StatementHost {
         await handle.abandon(closedError('the database was closed: its open transaction (begin()) was rolled back'));
       }
       if (force) await this.#forceClose();
-      await closed;
+      try {
+        await closed;
+      } finally {
+        // Every connection is closed: another copy of quietsqlite may open the file now.
+        this.#releaseFile?.();
+      }
       this.#requests.closed();
       this.#texts.clear();
       this.#native.dispose();

@@ -44,6 +44,7 @@ interface Binding {
   ) => void;
   dbReadInline: typeof Generated.dbReadInline;
   removeScratchFiles: typeof Generated.removeScratchFiles;
+  databaseFileIdentity: typeof Generated.databaseFileIdentity;
   dbWriterRead: (
     handle: number,
     id: number,
@@ -156,7 +157,7 @@ function load(): Binding {
     // An explicit choice: never fall back to another binary behind the user's back.
     const path = resolve(override);
     try {
-      return require(path) as Binding;
+      return loaded(path);
     } catch (err) {
       throw new Error(`quietsqlite: could not load the native addon at ${path}, named by ${OVERRIDE_VARIABLE} (${describe(err)}).`, { cause: err });
     }
@@ -173,7 +174,7 @@ function load(): Binding {
   const local = join(root, 'native', 'quietsqlite.node');
   if (existsSync(local)) {
     try {
-      return require(local) as Binding;
+      return loaded(local);
     } catch (err) {
       throw new Error(`quietsqlite: could not load the local build at ${local} (${describe(err)}). Run \`npm run build\` to build it again.`, { cause: err });
     }
@@ -186,7 +187,7 @@ function load(): Binding {
   const tried: string[] = [];
   if (published) {
     try {
-      return require(pkg) as Binding;
+      return loaded(require.resolve(pkg));
     } catch (err) {
       tried.push(notFound(err, pkg) ? `the package ${pkg} is not installed` : `the package ${pkg} did not load (${describe(err)})`);
     }
@@ -195,7 +196,7 @@ function load(): Binding {
   }
 
   const why = buildFromSource(root);
-  if (why === null && existsSync(local)) return require(local) as Binding;
+  if (why === null && existsSync(local)) return loaded(local);
   tried.push(why ?? `the build did not write ${local}`);
 
   const version = manifest.version;
@@ -207,6 +208,15 @@ function load(): Binding {
       `clone the quietsqlite repository at v${version}, run \`npm install\` there (needs Rust 1.88+ and a C compiler), ` +
       `then set ${OVERRIDE_VARIABLE} to its native/quietsqlite.node. See docs/guides/packaging.md.`,
   );
+}
+
+/** The file the addon was loaded from: which copy of it (and of SQLite) this module uses. */
+export let addonFile = '';
+
+function loaded(file: string): Binding {
+  const addon = require(file) as Binding;
+  addonFile = file;
+  return addon;
 }
 
 export const binding: Binding = load();

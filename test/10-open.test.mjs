@@ -1,8 +1,9 @@
 // Opening databases: files, :memory:, readonly, options and the pragmas option.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import {
   Database,
   SqliteError,
@@ -476,4 +477,78 @@ test('busyTimeout holds for the open itself (it waited 5 s whatever was set)', a
   const err = await rejectsAsync(() => Database.open(path, { busyTimeout: 100 }), SqliteError);
   assertSqliteError(err, 'SQLITE_BUSY');
   assert.ok(Date.now() - started < 2500, `the open waited ${Date.now() - started} ms with busyTimeout 100`);
+});
+
+test('a second copy of quietsqlite in the process is refused a file the first has open', { timeout: 60_000 }, async (t) => {
+  // Two installs (nested node_modules, npm link) carry two copies of SQLite, which do not see
+  // each other's locks on a file: in the probe, 300 + 300 inserts that resolved left 294 + 296
+  // rows. The second copy is refused before it touches the file; files apart, and :memory:,
+  // are each copy's own.
+  const dir = await tempDir(t);
+  const root = new URL('..', import.meta.url).pathname;
+  const copy = join(dir, 'copy');
+  for (const part of ['dist', 'native', 'package.json']) cpSync(join(root, part), join(copy, part), { recursive: true });
+  const file = join(dir, 'shared.db');
+  const code = `
+    const A = require(${JSON.stringify(join(root, 'dist', 'index.js'))});
+    const B = require(${JSON.stringify(join(copy, 'dist', 'index.js'))});
+    (async () => {
+      const out = [];
+      const a = await A.Database.open(${JSON.stringify(file)});
+      await a.execute('CREATE TABLE t(x)');
+      const refused = await B.Database.open(${JSON.stringify(file)}).then(() => 'opened', (e) => e.code + ' ' + /another copy of quietsqlite/.test(e.message));
+      out.push(refused);
+      const a2 = await A.Database.open(${JSON.stringify(file)});
+      out.push((await a2.select('SELECT count(*) AS n FROM t'))[0].n);
+      const memory = await B.Database.open(':memory:');
+      out.push((await memory.select('SELECT 1 AS one'))[0].one);
+      await memory.close();
+      await a2.close();
+      await a.close();
+      const b = await B.Database.open(${JSON.stringify(file)});
+      out.push((await b.select('SELECT count(*) AS n FROM t'))[0].n);
+      const refusedA = await A.Database.open(${JSON.stringify(file)}).then(() => 'opened', (e) => e.code);
+      out.push(refusedA);
+      await b.close();
+      console.log(JSON.stringify(out));
+    })();
+  `;
+  const r = spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout), ['SQLITE_MISUSE true', 0, 1, 0, 'SQLITE_MISUSE']);
+});
+
+test('a file this process may not write is refused at open without readonly, and reads with it', { timeout: 30_000 }, async (t) => {
+  // SQLite opens such a file read-only without a word: the open resolved, reads worked, and
+  // every write failed later with SQLITE_READONLY. Run as another user, the file's owner
+  // being this one (root may write any file).
+  if (typeof process.getuid !== 'function' || process.getuid() !== 0) {
+    t.skip('needs root, to run a child process as another user');
+    return;
+  }
+  const dir = await tempDir(t);
+  const file = join(dir, 'theirs.db');
+  const db = await Database.open(file);
+  await db.execute('CREATE TABLE t(x); INSERT INTO t VALUES (1)');
+  await db.close();
+  chmodSync(dir, 0o777);
+  chmodSync(file, 0o444);
+  const entry = new URL('../dist/index.js', import.meta.url).pathname;
+  const code = `
+    const { Database } = require(${JSON.stringify(entry)});
+    (async () => {
+      const refused = await Database.open(${JSON.stringify(file)}).then(() => 'opened', (e) => e.code);
+      const ro = await Database.open(${JSON.stringify(file)}, { readonly: true });
+      const n = (await ro.select('SELECT count(*) AS n FROM t'))[0].n;
+      await ro.close();
+      console.log(refused, n);
+    })();
+  `;
+  const r = spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', uid: 65534, gid: 65534, timeout: 20_000 });
+  if (r.error?.code === 'EPERM' || /EACCES|permission denied/i.test(r.stderr) && !r.stdout) {
+    t.skip(`another user cannot run this checkout's files here (${r.error?.code ?? r.stderr.split('\n')[0]})`);
+    return;
+  }
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout.trim(), 'SQLITE_READONLY 1');
 });

@@ -129,6 +129,9 @@ export declare class NativeDatabase {
   panicOnJsThread(place: number): void
 }
 
+/** Which file `path` names (`device:inode`), or null (see `Location::file_identity`). */
+export declare function databaseFileIdentity(path: string): string | null
+
 /**
  * BEGIN of transaction `tx` (`mode`: 0 deferred, 1 immediate, 2 exclusive). With `silent`,
  * it completes with nothing when it works, and a failure is the error of the transaction's

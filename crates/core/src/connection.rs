@@ -207,6 +207,28 @@ impl Location {
         }
     }
 
+    /// Which file `path` (as `open` takes it) names, as `device:inode`: `None` for
+    /// `:memory:`, a file that does not exist yet, or a platform without inodes. Two copies of
+    /// this library in one process must not open one file (docs/reliability.md); the JS
+    /// layer compares these before it opens anything.
+    pub fn file_identity(path: &str) -> Option<String> {
+        if path == ":memory:" {
+            return None;
+        }
+        let file = Location::resolve(path).ok()?.file_path()?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let meta = std::fs::metadata(file).ok()?;
+            Some(format!("{}:{}", meta.dev(), meta.ino()))
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = file;
+            None
+        }
+    }
+
     /// The file a `file:` URI names on this machine (`file:/p`, `file:///p`,
     /// `file://localhost/p`), its escapes decoded; `None` for anything else.
     fn file_path(&self) -> Option<PathBuf> {
@@ -301,6 +323,13 @@ pub fn open_writer(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_EXRESCODE;
     let conn = Connection::open_with_flags(&loc.uri, flags)?;
+    // SQLite opens a file it may not write read-only, silently: every write would fail later.
+    if conn.is_readonly(rusqlite::MAIN_DB)? {
+        return Err(Error::sqlite(
+            rusqlite::ffi::SQLITE_READONLY,
+            "the database file cannot be written by this process (its permissions): open it with readonly: true to read it",
+        ));
+    }
     // Before the first read (in `unlock`): rusqlite's own default is 5 s.
     conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
     unlock(&conn, opts.encryption.as_deref(), true)?;

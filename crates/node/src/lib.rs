@@ -642,6 +642,12 @@ pub fn remove_scratch_files(env: Env) -> Result<()> {
     })
 }
 
+/// Which file `path` names (`device:inode`), or null (see `Location::file_identity`).
+#[napi]
+pub fn database_file_identity(env: Env, path: String) -> Result<Option<String>> {
+    guard(&env, || Ok(quietsqlite_core::connection::Location::file_identity(&path)))
+}
+
 /// Test and experiment entry points: built only with the `test-hooks` feature (`npm test`
 /// builds it), never into the published addon (docs/decisions.md).
 #[cfg(feature = "test-hooks")]
