@@ -120,6 +120,17 @@ export function platformTriple(): string {
   return `${platform}-${arch}`;
 }
 
+/** Node refused to load any addon (`--no-addons`, or `--permission` without `--allow-addons`):
+ * no other binary or build would fare better. */
+function addonsDisabled(err: unknown): Error | undefined {
+  if ((err as NodeJS.ErrnoException)?.code !== 'ERR_DLOPEN_DISABLED') return undefined;
+  return new Error(
+    'quietsqlite: this process does not load native addons (node --no-addons, or --permission without --allow-addons), ' +
+      'and quietsqlite is one. See docs/api.md, "Loading the native addon".',
+    { cause: err },
+  );
+}
+
 function describe(err: unknown): string {
   return err instanceof Error ? err.message.split('\n')[0] : String(err);
 }
@@ -159,7 +170,7 @@ function load(): Binding {
     try {
       return loaded(path);
     } catch (err) {
-      throw new Error(`quietsqlite: could not load the native addon at ${path}, named by ${OVERRIDE_VARIABLE} (${describe(err)}).`, { cause: err });
+      throw addonsDisabled(err) ?? new Error(`quietsqlite: could not load the native addon at ${path}, named by ${OVERRIDE_VARIABLE} (${describe(err)}).`, { cause: err });
     }
   }
 
@@ -176,7 +187,7 @@ function load(): Binding {
     try {
       return loaded(local);
     } catch (err) {
-      throw new Error(`quietsqlite: could not load the local build at ${local} (${describe(err)}). Run \`npm run build\` to build it again.`, { cause: err });
+      throw addonsDisabled(err) ?? new Error(`quietsqlite: could not load the local build at ${local} (${describe(err)}). Run \`npm run build\` to build it again.`, { cause: err });
     }
   }
 
@@ -189,6 +200,8 @@ function load(): Binding {
     try {
       return loaded(require.resolve(pkg));
     } catch (err) {
+      const disabled = addonsDisabled(err);
+      if (disabled !== undefined) throw disabled;
       tried.push(notFound(err, pkg) ? `the package ${pkg} is not installed` : `the package ${pkg} did not load (${describe(err)})`);
     }
   } else {

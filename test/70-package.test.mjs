@@ -373,3 +373,10 @@ test("copied out of the package (as a bundler does), the loader says so and the 
     rmSync(app, { recursive: true, force: true });
   }
 });
+
+test('a process that loads no addons (--no-addons) is told so, not to rebuild', () => {
+  const r = runIn(project, process.execPath, ['--no-addons', '-e', "require('quietsqlite')"]);
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /this process does not load native addons \(node --no-addons, or --permission without --allow-addons\)/);
+  assert.ok(!r.stderr.includes('npm run build'), r.stderr);
+});
