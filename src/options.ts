@@ -156,8 +156,16 @@ export function ownOptions<T>(what: string, value: unknown, known: readonly stri
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   if (v === null || typeof v !== 'object') return false;
-  const proto = Object.getPrototypeOf(v);
-  return proto === Object.prototype || proto === null;
+  const proto = Object.getPrototypeOf(v) as object | null;
+  return proto === Object.prototype || proto === null || isObjectPrototypeOfAnotherRealm(proto);
+}
+
+/** An object literal made in another realm (a `vm` context, an iframe) has that realm's
+ * Object.prototype: a prototype of nothing, whose constructor is an engine's own `Object`. */
+function isObjectPrototypeOfAnotherRealm(proto: object): boolean {
+  if (Object.getPrototypeOf(proto) !== null) return false;
+  const ctor = Object.getOwnPropertyDescriptor(proto, 'constructor')?.value as unknown;
+  return typeof ctor === 'function' && Function.prototype.toString.call(ctor) === 'function Object() { [native code] }';
 }
 
 export function defaultReaders(): number {

@@ -552,3 +552,19 @@ test('a file this process may not write is refused at open without readonly, and
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stdout.trim(), 'SQLITE_READONLY 1');
 });
+
+test('options made in another realm (a vm context) are plain objects too', async (t) => {
+  // An object literal of a vm context has that context's Object.prototype: open(), select()
+  // and execute() refused it ("must be a plain object") while iterate() and transaction()
+  // took it.
+  const { runInNewContext } = await import('node:vm');
+  const dir = await tempDir(t);
+  const db = await Database.open(join(dir, 'realm.db'), runInNewContext('({ readers: 2 })'));
+  t.after(() => db.close());
+  await db.execute('CREATE TABLE t(x)', [], runInNewContext('({ timeoutMs: 1000 })'));
+  assert.deepEqual(await db.select('SELECT 1 AS a', [], runInNewContext("({ rowMode: 'array' })")), [[1]]);
+  assert.deepEqual(await db.select('SELECT :a AS a', runInNewContext('({ a: 7 })')), [{ a: 7 }]);
+  await assert.rejects(db.select('SELECT 1', [], runInNewContext("({ rowMode: 'map' })")), /rowMode must be 'object' or 'array'/);
+  // Still not any object: a class instance of another realm is refused as one of this realm is.
+  await assert.rejects(db.select('SELECT 1', [], runInNewContext('new (class Options {})()')), TypeError);
+});
