@@ -232,8 +232,14 @@ export class Database implements Executor, TransactionHost, StatementHost {
     namesFile: boolean,
   ): Promise<Database> {
     const o = resolveOpenOptions(options);
-    // Before anything opens the file: refused when another copy of quietsqlite has it open.
-    let releaseFile = namesFile ? claimFile(path) : undefined;
+    // Before anything opens the file: refused when another copy of quietsqlite has it open
+    // (or is creating it).
+    const claims: (() => void)[] = [];
+    const releaseClaims = (): void => {
+      for (const release of claims.splice(0)) release();
+    };
+    const claim = namesFile ? claimFile(path) : undefined;
+    if (claim !== undefined) claims.push(claim);
     removeScratchFilesAtExit();
     const requests = new Requests(o.intMode);
     const openId = requests.id();
@@ -269,19 +275,22 @@ export class Database implements Executor, TransactionHost, StatementHost {
     }, openId).catch((err: unknown) => {
       // A failed open leaves no threads behind; release the completion channel.
       native?.dispose();
-      releaseFile?.();
+      releaseClaims();
       throw err;
     });
-    // A file this open created is claimed now that it exists.
-    if (namesFile && releaseFile === undefined) {
+    // Claimed again now that the file exists: under its own identity too, which other names
+    // of it (hard links) share.
+    if (namesFile) {
       try {
-        releaseFile = claimFile(path);
+        const more = claimFile(path);
+        if (more !== undefined) claims.push(more);
       } catch (err) {
-        // Another copy opened the new file meanwhile: close this one again.
         await Database.#closeUnclaimed(native!, requests);
+        releaseClaims();
         throw err;
       }
     }
+    const releaseFile = claims.length === 0 ? undefined : releaseClaims;
     return new Database(
       path,
       native!,

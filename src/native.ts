@@ -44,7 +44,7 @@ interface Binding {
   ) => void;
   dbReadInline: typeof Generated.dbReadInline;
   removeScratchFiles: typeof Generated.removeScratchFiles;
-  databaseFileIdentity: typeof Generated.databaseFileIdentity;
+  databaseFileIdentities: typeof Generated.databaseFileIdentities;
   dbWriterRead: (
     handle: number,
     id: number,

@@ -11,7 +11,9 @@ import * as nodeTimers from 'node:timers';
 
 const nodeSetTimeout = nodeTimers.setTimeout;
 const nodeClearTimeout = nodeTimers.clearTimeout;
-const NodeDOMException = globalThis.DOMException;
+// Through an abort reason, not the global: on Node 20, reading the global defines it, which a
+// globalThis frozen before this module loads refuses.
+const NodeDOMException = (AbortSignal.abort().reason as DOMException).constructor as typeof DOMException;
 
 /** A timer of Node's own: `ms` of real time. */
 export function startTimer(callback: () => void, ms: number): NodeJS.Timeout {

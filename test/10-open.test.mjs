@@ -1,7 +1,7 @@
 // Opening databases: files, :memory:, readonly, options and the pragmas option.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, cpSync, existsSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, linkSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import {
@@ -516,6 +516,52 @@ test('a second copy of quietsqlite in the process is refused a file the first ha
   const r = spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', timeout: 30_000 });
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(JSON.parse(r.stdout), ['SQLITE_MISUSE true', 0, 1, 0, 'SQLITE_MISUSE']);
+
+  // Both creating one new file at once: the loser was refused only after its SQLite had
+  // opened the file, and its close deleted the winner's WAL (its commits then went to a
+  // deleted file). Now one is refused before it opens anything, and the other's commits are
+  // there for another process.
+  const fresh = join(dir, 'new.db');
+  const race = spawnSync(process.execPath, ['-e', `
+    const A = require(${JSON.stringify(join(root, 'dist', 'index.js'))});
+    const B = require(${JSON.stringify(join(copy, 'dist', 'index.js'))});
+    (async () => {
+      const opens = await Promise.allSettled([A.Database.open(${JSON.stringify(fresh)}), B.Database.open(${JSON.stringify(fresh)})]);
+      const db = opens.find((o) => o.status === 'fulfilled').value;
+      await db.execute('CREATE TABLE t(x)');
+      for (let i = 0; i < 20; i++) await db.execute('INSERT INTO t VALUES (?)', [i]);
+      const other = require('node:child_process').spawnSync(process.execPath, ['-e',
+        "require(" + JSON.stringify(${JSON.stringify(join(root, 'dist', 'index.js'))}) + ").Database.open(" + JSON.stringify(${JSON.stringify(fresh)}) + ", { readonly: true }).then(async (d) => { console.log((await d.select('SELECT count(*) AS n FROM t'))[0].n); await d.close(); })"], { encoding: 'utf8' });
+      console.log(JSON.stringify([opens.map((o) => o.status === 'fulfilled' ? 'ok' : o.reason.code).sort(), other.stdout.trim()]));
+      await db.close();
+    })();
+  `], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(race.status, 0, race.stderr);
+  assert.deepEqual(JSON.parse(race.stdout), [['SQLITE_MISUSE', 'ok'], '20']);
+
+  // One library reached through another path (a hard link to its addon, as pnpm's store
+  // makes) is one copy of SQLite: not refused. A Database collected without close() keeps the
+  // file: its connections close some time later, on their threads.
+  const linked = join(dir, 'linked');
+  for (const part of ['dist', 'package.json']) cpSync(join(root, part), join(linked, part), { recursive: true });
+  mkdirSync(join(linked, 'native'));
+  linkSync(join(root, 'native', 'quietsqlite.node'), join(linked, 'native', 'quietsqlite.node'));
+  const more = spawnSync(process.execPath, ['--expose-gc', '-e', `
+    const A = require(${JSON.stringify(join(root, 'dist', 'index.js'))});
+    const L = require(${JSON.stringify(join(linked, 'dist', 'index.js'))});
+    const B = require(${JSON.stringify(join(copy, 'dist', 'index.js'))});
+    (async () => {
+      const a = await A.Database.open(${JSON.stringify(file)});
+      const l = await L.Database.open(${JSON.stringify(file)}).then((d) => d.close().then(() => 'ok'), (e) => e.code);
+      await a.close();
+      await (async () => { await B.Database.open(${JSON.stringify(file)}); })();
+      for (let i = 0; i < 10; i++) { globalThis.gc(); await new Promise((r) => setTimeout(r, 20)); }
+      const afterGc = await A.Database.open(${JSON.stringify(file)}).then((d) => d.close().then(() => 'ok'), (e) => e.code);
+      console.log(JSON.stringify([l, afterGc]));
+    })();
+  `], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(more.status, 0, more.stderr);
+  assert.deepEqual(JSON.parse(more.stdout), ['ok', 'SQLITE_MISUSE']);
 });
 
 test('a file this process may not write is refused at open without readonly, and reads with it', { timeout: 30_000 }, async (t) => {

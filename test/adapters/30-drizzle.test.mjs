@@ -429,10 +429,38 @@ test("migrate(): drizzle-kit's table rebuilds keep the rows of ON DELETE CASCADE
   await running;
   await orphan;
   // The writer runs what is sent together in order (test/31, "writers wait behind it in FIFO
-  // order"): off, the transaction, on. A run with nothing pending turns them back on too.
+  // order"): off, the transaction, on. A run with nothing pending leaves them on.
   await migrate(db, { migrationsFolder: folder });
   assert.deepEqual((await qdb.execute('PRAGMA foreign_keys')).rows, [{ foreign_keys: 1 }]);
   assert.deepEqual(await qdb.select('SELECT * FROM child'), [{ id: 10, pid: 1 }]);
+
+  // A custom migration (drizzle-kit writes a comment at its top) and a file without
+  // breakpoints are rebuilds too.
+  const keep = 'SELECT "id", "name" FROM `parent`';
+  const applied = [init, rebuild('0001_rebuild', keep), rebuild('0002_again', keep)];
+  const custom = ['0003_custom', '-- Custom SQL migration file, put your code below! --\n' + rebuild('x', keep)[1]];
+  const oneChunk = ['0004_one_chunk', rebuild('x', keep)[1].replaceAll('--> statement-breakpoint\n', '\n')];
+  write([...applied, custom, oneChunk]);
+  await migrate(db, { migrationsFolder: folder });
+  assert.deepEqual(await qdb.select('SELECT * FROM child'), [{ id: 10, pid: 1 }]);
+
+  // A row that lost its parent before (written with foreign keys off) blocks neither a run
+  // with nothing pending nor a later rebuild: only rows the migrations leave count.
+  await qdb.execute('PRAGMA foreign_keys = OFF');
+  await qdb.execute('INSERT INTO child VALUES (13, 77)');
+  await qdb.execute('PRAGMA foreign_keys = ON');
+  await migrate(db, { migrationsFolder: folder });
+  write([...applied, custom, oneChunk, rebuild('0005_later', keep)]);
+  await migrate(db, { migrationsFolder: folder });
+  assert.deepEqual(await qdb.select('SELECT * FROM child ORDER BY id'), [{ id: 10, pid: 1 }, { id: 13, pid: 77 }]);
+
+  // Inside a transaction foreign keys cannot go off: a pending rebuild is refused there.
+  write([...applied, custom, oneChunk, rebuild('0005_later', keep), rebuild('0006_in_tx', keep)]);
+  await assert.rejects(db.transaction((tx) => migrate(tx, { migrationsFolder: folder })), /outside any transaction/);
+  await assert.rejects(qdb.transaction(() => migrate(db, { migrationsFolder: folder })), /outside any transaction/);
+  assert.deepEqual(await qdb.select('SELECT id FROM child ORDER BY id'), [{ id: 10 }, { id: 13 }]);
+  await migrate(db, { migrationsFolder: folder });
+  assert.deepEqual(await qdb.select('SELECT id FROM child ORDER BY id'), [{ id: 10 }, { id: 13 }]);
 });
 
 test('migrate() given a Drizzle transaction runs inside it, and is undone with it', async () => {

@@ -129,8 +129,8 @@ export declare class NativeDatabase {
   panicOnJsThread(place: number): void
 }
 
-/** Which file `path` names (`device:inode`), or null (see `Location::file_identity`). */
-export declare function databaseFileIdentity(path: string): string | null
+/** What names the file `path` names (see `Location::file_identities`). */
+export declare function databaseFileIdentities(path: string): Array<string>
 
 /**
  * BEGIN of transaction `tx` (`mode`: 0 deferred, 1 immediate, 2 exclusive). With `silent`,

@@ -207,25 +207,34 @@ impl Location {
         }
     }
 
-    /// Which file `path` (as `open` takes it) names, as `device:inode`: `None` for
-    /// `:memory:`, a file that does not exist yet, or a platform without inodes. Two copies of
-    /// this library in one process must not open one file (docs/reliability.md); the JS
-    /// layer compares these before it opens anything.
-    pub fn file_identity(path: &str) -> Option<String> {
+    /// What names the file `path` (as `open` takes it): its directory's `device:inode` with
+    /// its name, and, once the file exists, its own `device:inode` (a hard link or another
+    /// path to it has the same). Empty for `:memory:` or on a platform without inodes. Two
+    /// copies of this library in one process must not open one file (docs/reliability.md);
+    /// the JS layer compares these before it opens anything, also a file not created yet.
+    pub fn file_identities(path: &str) -> Vec<String> {
         if path == ":memory:" {
-            return None;
+            return Vec::new();
         }
-        let file = Location::resolve(path).ok()?.file_path()?;
+        let Some(file) = Location::resolve(path).ok().and_then(|l| l.file_path()) else { return Vec::new() };
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;
-            let meta = std::fs::metadata(file).ok()?;
-            Some(format!("{}:{}", meta.dev(), meta.ino()))
+            let mut keys = Vec::new();
+            if let (Some(dir), Some(name)) = (file.parent(), file.file_name()) {
+                if let Ok(meta) = std::fs::metadata(dir) {
+                    keys.push(format!("{}:{}/{}", meta.dev(), meta.ino(), name.to_string_lossy()));
+                }
+            }
+            if let Ok(meta) = std::fs::metadata(&file) {
+                keys.push(format!("{}:{}", meta.dev(), meta.ino()));
+            }
+            keys
         }
         #[cfg(not(unix))]
         {
             let _ = file;
-            None
+            Vec::new()
         }
     }
 
@@ -327,7 +336,8 @@ pub fn open_writer(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
     if conn.is_readonly(rusqlite::MAIN_DB)? {
         return Err(Error::sqlite(
             rusqlite::ffi::SQLITE_READONLY,
-            "the database file cannot be written by this process (its permissions): open it with readonly: true to read it",
+            "the database cannot be written through this connection (the file's permissions, or a read-only URI such as \
+             mode=ro or immutable=1): open it with readonly: true to read it",
         ));
     }
     // Before the first read (in `unlock`): rusqlite's own default is 5 s.

@@ -642,10 +642,10 @@ pub fn remove_scratch_files(env: Env) -> Result<()> {
     })
 }
 
-/// Which file `path` names (`device:inode`), or null (see `Location::file_identity`).
+/// What names the file `path` names (see `Location::file_identities`).
 #[napi]
-pub fn database_file_identity(env: Env, path: String) -> Result<Option<String>> {
-    guard(&env, || Ok(quietsqlite_core::connection::Location::file_identity(&path)))
+pub fn database_file_identities(env: Env, path: String) -> Result<Vec<String>> {
+    guard(&env, || Ok(quietsqlite_core::connection::Location::file_identities(&path)))
 }
 
 /// Test and experiment entry points: built only with the `test-hooks` feature (`npm test`
