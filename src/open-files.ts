@@ -40,7 +40,10 @@ const THIS_COPY = ((): string => {
  * directory and name, and the file's own identity once it exists); returns what uncounts it
  * (once), or undefined for `:memory:`. Throws when another copy holds any of those keys:
  * before anything of this copy touches the file, also one that does not exist yet (two
- * copies creating one file at once).
+ * copies creating one file at once). Only `close()` uncounts: a Database collected without
+ * it keeps its files counted for the life of the process, since its connections close on
+ * their threads some time after the collection, and another copy opening the file before
+ * they have could have its WAL deleted under it.
  */
 export function claimFile(path: string): (() => void) | undefined {
   const keys = binding.databaseFileIdentities(path);
@@ -72,7 +75,3 @@ export function claimFile(path: string): (() => void) | undefined {
     }
   };
 }
-
-// A Database collected without close() keeps its files counted for the life of the process:
-// its connections close on their threads some time after the collection, and another copy
-// opening the file before they have could have its WAL deleted under it.

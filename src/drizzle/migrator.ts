@@ -32,8 +32,10 @@ async function pendingRebuild(migrations: Migration[], config: MigrationConfig, 
   try {
     const found = await rows(`SELECT created_at FROM "${table.replaceAll('"', '""')}" ORDER BY created_at DESC LIMIT 1`);
     last = found.length === 0 ? undefined : Number(found[0]!['created_at']);
-  } catch {
-    last = undefined; // no table yet: nothing applied
+  } catch (err) {
+    // No table yet: nothing applied. Any other failure is the caller's to hear.
+    if (!/no such table/.test(`${String(err)} ${String((err as { cause?: unknown } | undefined)?.cause)}`)) throw err;
+    last = undefined;
   }
   return rebuilds.some((m) => last === undefined || last < m.folderMillis);
 }

@@ -241,8 +241,8 @@ export class QuietsqlitePreparedQuery<T extends Omit<PreparedQueryConfig, 'run'>
 function withoutValues(err: unknown, sql: string): unknown {
   if (!(err instanceof orm.DrizzleQueryError)) return err;
   const listed = err.message;
-  err.message = `Failed query: ${sql}`;
-  const message = err.message;
+  const message = `Failed query: ${sql}`;
+  err.message = message;
   if (typeof err.stack === 'string') err.stack = err.stack.replace(listed, () => message);
   return err;
 }
