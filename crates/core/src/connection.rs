@@ -380,6 +380,31 @@ pub fn open_reader(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
     Ok(conn)
 }
 
+/// The checkpoint thread's connection (checkpointer.rs): read-write (a checkpoint writes the
+/// database file), and never used for anything but checkpoints, so of the caller's pragmas
+/// only those that decide how a checkpoint syncs apply (others, such as `user_version`, would
+/// write the database a second time).
+pub fn open_checkpointer(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_EXRESCODE;
+    let conn = Connection::open_with_flags(&loc.uri, flags)?;
+    conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
+    unlock(&conn, opts.encryption.as_deref(), false)?;
+    conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
+    for (name, value) in &opts.pragmas {
+        let bare = name.rsplit('.').next().unwrap_or(name).to_ascii_lowercase();
+        if matches!(bare.as_str(), "synchronous" | "fullfsync" | "checkpoint_fullfsync") {
+            apply_pragma(&conn, name, value)?;
+        }
+    }
+    // A connection that has read nothing has not opened the WAL yet, and SQLite would
+    // checkpoint nothing: reading the header opens it.
+    conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))?;
+    Ok(conn)
+}
+
 /// The ciphers of SQLite3 Multiple Ciphers quietsqlite offers, by the name the options use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cipher {

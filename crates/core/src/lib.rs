@@ -13,6 +13,7 @@ pub mod backup;
 pub mod batch_parts;
 pub mod bind;
 pub mod buffer_pool;
+mod checkpointer;
 pub mod cancel;
 pub mod completion;
 pub mod connection;

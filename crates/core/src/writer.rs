@@ -115,8 +115,15 @@ const CHECKPOINT_BUSY_PAGES: i32 = 20_000;
 /// between writes would otherwise get a checkpoint between two writes, and the second would
 /// wait for its syncs (docs/experiments/052-checkpoint-after-a-quiet-writer.md).
 const CHECKPOINT_QUIET: std::time::Duration = std::time::Duration::from_millis(5);
+/// What the writer copies itself after the checkpoint thread's rounds (see `idle_checkpoint`):
+/// at most this many frames, or whatever is left after this many rounds.
+const FINISH_PAGES: i32 = 1000;
+const FINISH_ROUNDS: u32 = 4;
 
 pub(crate) struct Writer {
+    // Declared before `conn`: the checkpoint thread's connection closes first (the last
+    // connection to close removes the WAL, and only if it may write).
+    checkpointer: crate::checkpointer::Checkpointer,
     // Declared before `conn`: the hooks are unregistered before the connection closes.
     tracker: ChangeTracker,
     conn: ReadConnection,
@@ -144,6 +151,11 @@ pub(crate) struct Writer {
     data_version: Option<i64>,
     /// Checkpoints are left to another process (OpenOptions::external_checkpoints).
     external_checkpoints: bool,
+    /// Rounds the checkpoint thread was asked for since the WAL crossed a threshold, while
+    /// what they leave is not yet copied (see `idle_checkpoint`); and the frames copied as
+    /// of the last round.
+    checkpoint_rounds: Option<u32>,
+    copied_before: i64,
     /// How the readers open (for a rekey), without the key (`key_slot` has it).
     reopen: (Location, OpenOptions),
     /// Whether the file is encrypted now, and with which cipher.
@@ -191,6 +203,7 @@ impl Writer {
         // right after a live query's first run is not missed.
         let data_version = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
         Ok(Writer {
+            checkpointer: Default::default(),
             tracker,
             conn: ReadConnection::new(conn, opts.statement_cache),
             sink,
@@ -206,6 +219,8 @@ impl Writer {
             schema_version,
             data_version: Some(data_version),
             external_checkpoints,
+            checkpoint_rounds: None,
+            copied_before: -1,
             reopen: (location, opts),
             encrypted,
             cipher,
@@ -292,6 +307,8 @@ impl Writer {
                     if !self.conn.is_autocommit() {
                         let _ = self.conn.execute_batch("ROLLBACK");
                     }
+                    // After the checkpoint it runs: the writer's own then copies the rest.
+                    self.checkpointer.stop();
                     if !self.external_checkpoints {
                         let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)");
                     }
@@ -381,11 +398,82 @@ impl Writer {
         !self.external_checkpoints && self.tracker.wal_pages() >= threshold && self.conn.is_autocommit()
     }
 
+    /// At a gap between requests: the checkpoint thread copies the WAL while the writer goes
+    /// on (see checkpointer.rs). What was committed during a round is the next round's, until
+    /// what is left is at most FINISH_PAGES, or after FINISH_ROUNDS rounds: the writer copies
+    /// that itself, at a gap, so that the WAL starts over at the next write. Left to the
+    /// thread alone, a checkpoint would never find a WAL with no commit since its start under
+    /// steady writes, and the WAL would grow to CHECKPOINT_BUSY_PAGES
+    /// (docs/experiments/091-checkpoints-off-the-writer.md). The writer runs the whole
+    /// checkpoint itself only when the thread cannot.
     fn idle_checkpoint(&mut self, threshold: i32) {
+        if let Some(rounds) = self.checkpoint_rounds {
+            if self.checkpointer.busy() || !self.conn.is_autocommit() {
+                return;
+            }
+            let Some((log, copied)) = self.checkpointer.outcome() else {
+                // The round failed (an I/O error): the next threshold starts over.
+                self.checkpoint_rounds = None;
+                return;
+            };
+            // The WAL holds what the round saw, or more if a commit came since (its hook
+            // counts again from the hand-off); less only after it started over.
+            let left = i64::from(self.tracker.wal_pages()).max(log) - copied;
+            let progressed = copied > self.copied_before;
+            self.copied_before = copied;
+            if left <= 0 || !progressed {
+                // Copied whole, or held back by a reader's snapshot: nothing to finish now.
+                self.checkpoint_rounds = None;
+            } else if left <= i64::from(FINISH_PAGES) || rounds >= FINISH_ROUNDS {
+                self.checkpoint_rounds = None;
+                self.checkpoint_here();
+            } else if self.hand_off_checkpoint() {
+                self.checkpoint_rounds = Some(rounds + 1);
+            } else {
+                self.checkpoint_rounds = None;
+                self.checkpoint_here();
+            }
+            return;
+        }
         if !self.checkpoint_due(threshold) {
             return;
         }
-        // PASSIVE never waits for readers; what it cannot copy now it copies next time.
+        if self.hand_off_checkpoint() {
+            self.copied_before = -1;
+            self.checkpoint_rounds = Some(1);
+        } else {
+            self.checkpoint_here();
+        }
+    }
+
+    /// Asks the checkpoint thread for a round; false when it cannot run one.
+    fn hand_off_checkpoint(&mut self) -> bool {
+        let (loc, mut opts) = self.reopen.clone();
+        let key_slot = self.key_slot.clone();
+        let handed_off = self.checkpointer.request(move || {
+            Box::new(move || {
+                // The key the file has when the thread opens (a rekey stops the thread first).
+                opts.encryption = crate::backup::current_key(&key_slot);
+                crate::connection::open_checkpointer(&loc, &opts)
+            })
+        });
+        if handed_off {
+            // From here the WAL hook counts the WAL's frames at the next commit.
+            self.tracker.reset_wal_pages();
+        }
+        handed_off
+    }
+
+    /// On the writer, waiting for it: the bound on the WAL of a writer that is never idle.
+    fn busy_checkpoint(&mut self) {
+        if self.checkpoint_due(CHECKPOINT_BUSY_PAGES) {
+            self.checkpoint_here();
+        }
+    }
+
+    fn checkpoint_here(&mut self) {
+        // PASSIVE never waits for readers (or a checkpoint the thread runs): what it cannot
+        // copy now it copies next time.
         if self.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)").is_ok() {
             self.tracker.reset_wal_pages();
         }
@@ -538,7 +626,7 @@ impl Writer {
             }
         };
         if self.held_by.is_none() {
-            self.idle_checkpoint(CHECKPOINT_BUSY_PAGES);
+            self.busy_checkpoint();
         }
         out
     }
@@ -628,7 +716,9 @@ impl Writer {
             }
         }
         // A rekey that rewrites the file leaves WAL mode for a moment, which only a connection
-        // alone with the file can do: the readers close first (connection::rekey).
+        // alone with the file can do: the readers close first (connection::rekey), and the
+        // checkpoint thread (a later checkpoint starts it again, with the key the file has).
+        self.checkpointer.stop();
         let rewrites = key.is_some() || self.encrypted;
         let gate = Arc::new(RekeyGate::new(rewrites));
         // A reader held by an iterator would never take its gate message: the iterators end
