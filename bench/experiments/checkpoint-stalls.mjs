@@ -10,6 +10,7 @@ import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { CREATE_WRITES, INSERT_WRITES, writesRows } from './writes-rows.mjs';
 
 const require = createRequire(import.meta.url);
 const { Database } = require(resolve(process.argv[2] ?? '.') + '/dist/index.js');
@@ -39,24 +40,12 @@ try {
       `p50 ${ms(at(0.5) * 1000)} µs, p99 ${ms(at(0.99) * 1000)} µs, max ${ms(at(1))} ms; wal ${(walBytes / 1e6).toFixed(1)} MB`,
   );
 
-  // T14's loop: the bench's `writes` rows (five parameters, about 110 characters of text).
+  // T14's loop.
   const tdb = await Database.open(join(dir, 't.db'));
-  await tdb.execute(
-    'CREATE TABLE writes (id INTEGER PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, price REAL NOT NULL, category TEXT NOT NULL, created_at INTEGER NOT NULL); CREATE INDEX writes_category ON writes(category);',
-  );
-  const words = ['alpha', 'beta', 'gamma', 'delta', 'omega', 'sigma', 'kappa', 'zeta'];
-  let s = 7;
-  const rnd = () => (s = (s * 48271) % 2147483647) / 2147483647;
-  const text = (a, b) => {
-    let t = '';
-    const n = a + Math.floor(rnd() * (b - a));
-    while (t.length < n) t += words[Math.floor(rnd() * 8)] + ' ';
-    return t.slice(0, n);
-  };
-  const rows = Array.from({ length: 1000 }, (_, i) => [`${text(8, 16)} #${i}`, text(80, 100), Math.round(rnd() * 1e5) / 100, 'category ' + (i % 20), 1_700_000_000 + i]);
-  const insert = 'INSERT INTO writes (name, description, price, category, created_at) VALUES (?, ?, ?, ?, ?)';
+  await tdb.execute(CREATE_WRITES);
+  const rows = writesRows(1000);
   const body = async (tx) => {
-    for (let i = 0; i < rows.length; i++) await tx.execute(insert, rows[i]);
+    for (let i = 0; i < rows.length; i++) await tx.execute(INSERT_WRITES, rows[i]);
   };
   const times = [];
   for (let k = 0; k < transactions; k++) {

@@ -11,6 +11,7 @@ import { createRequire } from 'node:module';
 import { existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CREATE_WRITES, INSERT_WRITES, writesRows } from './writes-rows.mjs';
 
 const [blocksArg, perArg, ...specs] = process.argv.slice(2);
 if (specs.length < 2 || specs.some((s) => s.indexOf('=') < 1)) {
@@ -22,18 +23,8 @@ if (new Set(roots).size !== roots.length) throw new Error('each build needs a di
 for (const root of roots) {
   if (!existsSync(join(root, 'native', 'quietsqlite.node'))) throw new Error(`${root} has no native/quietsqlite.node`);
 }
-// The bench's `writes` rows: five parameters, about 110 characters of text, the category index.
-const words = ['alpha', 'beta', 'gamma', 'delta', 'omega', 'sigma', 'kappa', 'zeta'];
-let s = 7;
-const rnd = () => (s = (s * 48271) % 2147483647) / 2147483647;
-const text = (a, b) => {
-  let t = '';
-  const n = a + Math.floor(rnd() * (b - a));
-  while (t.length < n) t += words[Math.floor(rnd() * 8)] + ' ';
-  return t.slice(0, n);
-};
-const rows = Array.from({ length: 1000 }, (_, i) => [`${text(8, 16)} #${i}`, text(80, 100), Math.round(rnd() * 1e5) / 100, 'category ' + (i % 20), 1_700_000_000 + i]);
-const insert = 'INSERT INTO writes (name, description, price, category, created_at) VALUES (?, ?, ?, ?, ?)';
+const rows = writesRows(1000);
+const insert = INSERT_WRITES;
 const body = async (tx) => {
   for (let i = 0; i < rows.length; i++) await tx.execute(insert, rows[i]);
 };
@@ -44,9 +35,7 @@ try {
   for (const [i, spec] of specs.entries()) {
     const { Database } = require(roots[i] + '/dist/index.js');
     const db = await Database.open(join(dir, `p${i}.db`), { pragmas: { journal_mode: 'WAL', synchronous: 'NORMAL' } });
-    await db.execute(
-      'CREATE TABLE writes (id INTEGER PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, price REAL NOT NULL, category TEXT NOT NULL, created_at INTEGER NOT NULL); CREATE INDEX writes_category ON writes(category);',
-    );
+    await db.execute(CREATE_WRITES);
     builds.push({ name: spec.slice(0, spec.indexOf('=')), db, times: [] });
   }
   const per = Number(perArg);

@@ -176,6 +176,16 @@ fn checkpoint_threads() -> usize {
         .count()
 }
 
+/// Waits until the database file holds at least `size` bytes (a checkpoint copied pages into
+/// it); fails with `what` after 10 s.
+fn wait_for_size(path: &std::path::Path, size: u64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(path).unwrap().len() < size {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Enough 3000-byte rows for more than 4000 WAL pages: at the writer's next gap, a
 /// checkpoint begins whatever the queue does next.
 const MANY_PAGES: &str = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 4500) \
@@ -216,11 +226,7 @@ fn a_write_does_not_wait_for_a_checkpoints_sync() {
     assert_eq!(h.read_json("SELECT count(*) AS n FROM t"), r#"[{"n":4501}]"#);
     set_gate(true);
     // The checkpoint then copies the pages into the file.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::metadata(&path).unwrap().len() < size_during + 4000 * 3000 {
-        assert!(Instant::now() < deadline, "the checkpoint never finished");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for_size(&path, size_during + 4000 * 3000, "the checkpoint never finished");
     h.close();
     assert!(!path.with_extension("db-wal").exists(), "the writer closed last and removed the WAL");
     if cfg!(target_os = "linux") {
@@ -239,22 +245,14 @@ fn a_rekey_and_a_close_end_the_checkpoint_thread() {
     h.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)");
     let before = std::fs::metadata(&h.path).unwrap().len();
     h.exec(MANY_PAGES);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::metadata(&h.path).unwrap().len() < before + 4000 * 3000 {
-        assert!(Instant::now() < deadline, "no checkpoint ran");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for_size(&h.path, before + 4000 * 3000, "no checkpoint ran");
     let key = Arc::new(Key::passphrase(Cipher::ChaCha20, b"k2").unwrap());
     let id = h.send_write(None, WriteKind::Rekey { key: Some(key) });
     h.wait(id).expect("rekey with the checkpoint thread's connection closed");
     // After the rekey a checkpoint opens a new thread with the new key.
     let grown = std::fs::metadata(&h.path).unwrap().len();
     h.exec(MANY_PAGES);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::metadata(&h.path).unwrap().len() <= grown {
-        assert!(Instant::now() < deadline, "no checkpoint after the rekey");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for_size(&h.path, grown + 1, "no checkpoint after the rekey");
     assert_eq!(h.read_json("SELECT count(*) AS n FROM t"), r#"[{"n":9000}]"#);
     h.close();
     if cfg!(target_os = "linux") {
@@ -269,11 +267,7 @@ fn a_database_dropped_without_close_ends_its_checkpoint_thread() {
     h.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)");
     let before = std::fs::metadata(&h.path).unwrap().len();
     h.exec(MANY_PAGES);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::metadata(&h.path).unwrap().len() < before + 4000 * 3000 {
-        assert!(Instant::now() < deadline, "no checkpoint ran");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for_size(&h.path, before + 4000 * 3000, "no checkpoint ran");
     if cfg!(target_os = "linux") {
         assert_eq!(checkpoint_threads(), 1, "the checkpoint ran on its own thread");
     }
