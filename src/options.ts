@@ -21,8 +21,9 @@ export interface OpenOptions {
   busyTimeout?: number;
   /** Default `timeoutMs` of every query; default none. `0`, `null` or `Infinity`: none. */
   timeoutMs?: number | null;
-  /** 'auto' (default): the writer checkpoints the WAL when idle; 'external': it never does,
-   * another process does (a replicator such as Litestream). See docs/guides/replication.md. */
+  /** 'auto' (default): the WAL is checkpointed when the writer is idle, mostly on a thread
+   * beside it; 'external': never by this database, another process does (a replicator such as
+   * Litestream). See docs/guides/replication.md. */
   checkpoints?: 'auto' | 'external';
   /** Encrypts the database (SQLite3 Multiple Ciphers): a passphrase, or a Buffer of raw key
    * bytes (32 bytes; ciphers 'chacha20', 'sqlcipher' and 'ascon128'). Applied to every

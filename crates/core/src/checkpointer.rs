@@ -69,6 +69,9 @@ impl Checkpointer {
         {
             let mut state = self.shared.lock();
             if state.unavailable {
+                drop(state);
+                // It is ending, if it has not ended: nothing is left of it after this.
+                self.stop();
                 return false;
             }
             if self.thread.is_some() {
@@ -109,7 +112,8 @@ impl Checkpointer {
     }
 
     /// Stops the thread, after the checkpoint it runs, and closes its connection. A later
-    /// request starts a new one (after a rekey: with the new key).
+    /// request starts a new one (after a rekey: with the new key), unless the thread could
+    /// not open (a new Checkpointer forgets that).
     pub fn stop(&mut self) {
         let Some(thread) = self.thread.take() else { return };
         {
@@ -239,5 +243,7 @@ mod tests {
         assert_eq!(c.outcome(), None);
         assert!(!c.request(|| unreachable!("never opened again")), "the writer checkpoints itself");
         assert!(c.thread.is_none(), "the thread that gave up was joined");
+        // Only a new handle (after a rekey) tries to open again.
+        assert!(!c.request(|| unreachable!("never opened again")));
     }
 }

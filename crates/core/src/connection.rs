@@ -161,11 +161,18 @@ impl Location {
     /// The URI for read-only connections: a `mode=rw`/`mode=rwc` query parameter would
     /// contradict their read-only open flag (SQLITE_PERM), so it becomes `mode=ro`.
     pub fn reader_uri(&self) -> String {
+        self.uri_with_mode(&["mode=rw", "mode=rwc"], "mode=ro")
+    }
+
+    /// The URI for the checkpoint thread's connection, which opens a file the writer made:
+    /// without SQLITE_OPEN_CREATE, `mode=rwc` would be refused (SQLITE_PERM).
+    pub fn checkpointer_uri(&self) -> String {
+        self.uri_with_mode(&["mode=rwc"], "mode=rw")
+    }
+
+    fn uri_with_mode(&self, from: &[&str], to: &str) -> String {
         let Some((path, query)) = self.uri.split_once('?') else { return self.uri.clone() };
-        let params: Vec<&str> = query
-            .split('&')
-            .map(|p| if p == "mode=rw" || p == "mode=rwc" { "mode=ro" } else { p })
-            .collect();
+        let params: Vec<&str> = query.split('&').map(|p| if from.contains(&p) { to } else { p }).collect();
         format!("{path}?{}", params.join("&"))
     }
 
@@ -389,7 +396,7 @@ pub fn open_checkpointer(loc: &Location, opts: &OpenOptions) -> Result<Connectio
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_EXRESCODE;
-    let conn = Connection::open_with_flags(&loc.uri, flags)?;
+    let conn = Connection::open_with_flags(loc.checkpointer_uri(), flags)?;
     conn.busy_timeout(Duration::from_millis(opts.busy_timeout_ms as u64))?;
     unlock(&conn, opts.encryption.as_deref(), false)?;
     conn.execute_batch("PRAGMA synchronous = NORMAL;")?;

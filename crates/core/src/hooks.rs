@@ -59,7 +59,11 @@ struct HookState {
     /// Changes of transactions that committed since the last `take_committed`. Kept apart
     /// from `pending`: in a script, a later statement's rollback must not erase them.
     committed: Option<ChangeSet>,
+    /// Frames in the main database's WAL after the last commit to it.
     wal_pages: c_int,
+    /// The same for attached databases in WAL mode (the largest), which only a checkpoint on
+    /// the writer's connection copies.
+    attached_wal_pages: c_int,
     /// While no live query exists, UPDATEs are recorded per table only (no column
     /// comparison): cheap, and still correct for a live query that starts mid-transaction.
     tracking: Arc<AtomicBool>,
@@ -117,6 +121,7 @@ impl ChangeTracker {
             pending: ChangeSet::default(),
             committed: None,
             wal_pages: 0,
+            attached_wal_pages: 0,
             tracking,
             last_key: String::new(),
             last_whole: false,
@@ -159,7 +164,18 @@ impl ChangeTracker {
         self.state.wal_pages
     }
 
+    pub fn attached_wal_pages(&self) -> c_int {
+        self.state.attached_wal_pages
+    }
+
+    /// After a checkpoint of every database of the connection.
     pub fn reset_wal_pages(&mut self) {
+        self.state.wal_pages = 0;
+        self.state.attached_wal_pages = 0;
+    }
+
+    /// After a checkpoint of the main database alone (the checkpoint thread's).
+    pub fn reset_main_wal_pages(&mut self) {
         self.state.wal_pages = 0;
     }
 }
@@ -294,10 +310,14 @@ unsafe extern "C" fn on_rollback(ctx: *mut c_void) {
     state.last_whole = false;
 }
 
-unsafe extern "C" fn on_wal(ctx: *mut c_void, _db: *mut ffi::sqlite3, _name: *const c_char, pages: c_int) -> c_int {
-    // SAFETY: as in on_preupdate.
+unsafe extern "C" fn on_wal(ctx: *mut c_void, _db: *mut ffi::sqlite3, name: *const c_char, pages: c_int) -> c_int {
+    // SAFETY: as in on_preupdate; `name` is the schema's NUL-terminated name (cstr).
     let state = &mut *(ctx as *mut HookState);
-    state.wal_pages = pages;
+    if cstr(name) == "main" {
+        state.wal_pages = pages;
+    } else {
+        state.attached_wal_pages = state.attached_wal_pages.max(pages);
+    }
     ffi::SQLITE_OK
 }
 

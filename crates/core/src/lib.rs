@@ -1,7 +1,8 @@
 //! quietsqlite-core: SQLite on native threads, with no Node.js dependency.
 //!
-//! A [`Database`] owns one writer thread (the only read-write connection) and N reader
-//! threads (one read-only connection each, WAL). Requests are queued and return at once;
+//! A [`Database`] owns one writer thread (the read-write connection that runs every write), N
+//! reader threads (one read-only connection each, WAL) and, from its first checkpoint on, a
+//! checkpoint thread (checkpointer.rs). Requests are queued and return at once;
 //! outcomes arrive through a [`CompletionSink`] as owned buffers that a front end turns into
 //! its own values. Live queries ([`live`]) re-run only when a committed write touches what
 //! they read.

@@ -1,7 +1,8 @@
-//! The writer thread: owns the only read-write connection. Requests run in FIFO order; an
-//! interactive transaction holds the queue from BEGIN to COMMIT/ROLLBACK, and requests of
-//! anyone else wait, in order, until it ends. Committed changes are published to the
-//! change listener (live queries); checkpoints run when the writer is idle.
+//! The writer thread: owns the read-write connection that runs every write. Requests run in
+//! FIFO order; an interactive transaction holds the queue from BEGIN to COMMIT/ROLLBACK, and
+//! requests of anyone else wait, in order, until it ends. Committed changes are published to
+//! the change listener (live queries); checkpoints start when the writer is idle, and run on
+//! the checkpoint thread (checkpointer.rs) while it goes on.
 
 use crate::cancel::{Cancellation, Start, Ticket, Watch};
 use crate::completion::{panic_message, Completion, CompletionSink, Countdown, Output, RequestId};
@@ -370,6 +371,15 @@ impl Writer {
                     }
                 }
                 self.idle_checkpoint(CHECKPOINT_IDLE_PAGES);
+                // Rounds of the checkpoint thread go on while the queue stays empty: the writer
+                // looks at each as it ends, and finishes the last one while nothing waits.
+                while self.checkpoint_rounds.is_some() {
+                    match queue.recv_timeout(CHECKPOINT_QUIET) {
+                        Ok(m) => return Some(m),
+                        Err(RecvTimeoutError::Disconnected) => return None,
+                        Err(RecvTimeoutError::Timeout) => self.idle_checkpoint(CHECKPOINT_IDLE_PAGES),
+                    }
+                }
                 queue.recv().ok()
             }
         }
@@ -392,10 +402,12 @@ impl Writer {
         Err(crate::error::closed_by_force())
     }
 
-    /// Whether a checkpoint is this writer's to run now: the WAL holds `threshold` pages or
-    /// more, no transaction is open, and checkpoints are not left to another process.
+    /// Whether a checkpoint is this writer's to run now: a WAL (the main database's or an
+    /// attached one's) holds `threshold` pages or more, no transaction is open, and
+    /// checkpoints are not left to another process.
     fn checkpoint_due(&self, threshold: i32) -> bool {
-        !self.external_checkpoints && self.tracker.wal_pages() >= threshold && self.conn.is_autocommit()
+        let pages = self.tracker.wal_pages().max(self.tracker.attached_wal_pages());
+        !self.external_checkpoints && pages >= threshold && self.conn.is_autocommit()
     }
 
     /// At a gap between requests: the checkpoint thread copies the WAL while the writer goes
@@ -412,8 +424,10 @@ impl Writer {
                 return;
             }
             let Some((log, copied)) = self.checkpointer.outcome() else {
-                // The round failed (an I/O error): the next threshold starts over.
+                // The round failed (its connection did not open, an I/O error): the writer
+                // checkpoints, as it would without the thread.
                 self.checkpoint_rounds = None;
+                self.checkpoint_here();
                 return;
             };
             // The WAL holds what the round saw, or more if a commit came since (its hook
@@ -438,6 +452,12 @@ impl Writer {
         if !self.checkpoint_due(threshold) {
             return;
         }
+        // The thread's connection has only the main database: an attached database's WAL is
+        // copied here, as before (with the main one's).
+        if self.tracker.attached_wal_pages() >= threshold {
+            self.checkpoint_here();
+            return;
+        }
         if self.hand_off_checkpoint() {
             self.copied_before = -1;
             self.checkpoint_rounds = Some(1);
@@ -459,7 +479,7 @@ impl Writer {
         });
         if handed_off {
             // From here the WAL hook counts the WAL's frames at the next commit.
-            self.tracker.reset_wal_pages();
+            self.tracker.reset_main_wal_pages();
         }
         handed_off
     }
@@ -471,10 +491,13 @@ impl Writer {
         }
     }
 
+    /// A PASSIVE checkpoint of every database of the writer's connection. It never waits
+    /// for readers: what it cannot copy now it copies next time. When another connection
+    /// holds the checkpoint lock (the thread's round), it copies nothing and answers busy;
+    /// the count stays, so the next gap tries again.
     fn checkpoint_here(&mut self) {
-        // PASSIVE never waits for readers (or a checkpoint the thread runs): what it cannot
-        // copy now it copies next time.
-        if self.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)").is_ok() {
+        let busy = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(0));
+        if busy == Ok(0) {
             self.tracker.reset_wal_pages();
         }
     }
@@ -719,6 +742,9 @@ impl Writer {
         // alone with the file can do: the readers close first (connection::rekey), and the
         // checkpoint thread (a later checkpoint starts it again, with the key the file has).
         self.checkpointer.stop();
+        // A new handle: one whose thread could not open tries again after the rekey.
+        self.checkpointer = Default::default();
+        self.checkpoint_rounds = None;
         let rewrites = key.is_some() || self.encrypted;
         let gate = Arc::new(RekeyGate::new(rewrites));
         // A reader held by an iterator would never take its gate message: the iterators end

@@ -45,6 +45,9 @@ fn waiting_at_gate(n: usize) -> bool {
     true
 }
 
+/// While set, the gated VFS refuses every open made on the checkpoint thread.
+static REFUSE_CHECKPOINT_THREAD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// A file of the gated VFS: its methods, then the default VFS's file it forwards to.
 #[repr(C)]
 struct GatedFile {
@@ -134,6 +137,13 @@ unsafe extern "C" fn gated_open(
     flags: c_int,
     out_flags: *mut c_int,
 ) -> c_int {
+    if REFUSE_CHECKPOINT_THREAD.load(std::sync::atomic::Ordering::SeqCst)
+        && std::thread::current().name().is_some_and(|n| n.starts_with("quietsqlite-checkpoint"))
+    {
+        // SAFETY: SQLite gives `f` szOsFile bytes; a failed open leaves pMethods null.
+        unsafe { (*f).pMethods = std::ptr::null() };
+        return ffi::SQLITE_CANTOPEN;
+    }
     // SAFETY: SQLite gives `f` szOsFile bytes: a GatedFile, then the default VFS's file.
     unsafe {
         let inner = INNER.get().unwrap().0;
@@ -253,6 +263,9 @@ fn a_rekey_and_a_close_end_the_checkpoint_thread() {
     let grown = std::fs::metadata(&h.path).unwrap().len();
     h.exec(MANY_PAGES);
     wait_for_size(&h.path, grown + 1, "no checkpoint after the rekey");
+    if cfg!(target_os = "linux") {
+        assert_eq!(checkpoint_threads(), 1, "the checkpoint after the rekey ran on a new thread");
+    }
     assert_eq!(h.read_json("SELECT count(*) AS n FROM t"), r#"[{"n":9000}]"#);
     h.close();
     if cfg!(target_os = "linux") {
@@ -278,4 +291,60 @@ fn a_database_dropped_without_close_ends_its_checkpoint_thread() {
         assert!(Instant::now() < deadline, "a checkpoint thread outlived its dropped database");
         std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+#[test]
+fn an_attached_databases_wal_is_copied_by_the_writer() {
+    // The checkpoint thread's connection has only the main database.
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let h = open(1);
+    let aux = h.dir.path().join("aux.db");
+    h.exec(&format!("ATTACH DATABASE '{}' AS aux", aux.display()));
+    h.exec("PRAGMA aux.journal_mode = WAL");
+    h.exec("CREATE TABLE aux.t(id INTEGER PRIMARY KEY, b BLOB)");
+    let before = std::fs::metadata(&aux).unwrap().len();
+    h.exec(&MANY_PAGES.replace("INSERT INTO t(b)", "INSERT INTO aux.t(b)"));
+    wait_for_size(&aux, before + 4000 * 3000, "the attached database's WAL was not copied");
+    h.close();
+}
+
+#[test]
+fn a_mode_rwc_uri_opens_the_checkpoint_thread_too() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rwc.db");
+    let uri = format!("file:{}?mode=rwc", path.display());
+    let h = open_at(dir, path.clone(), 1, |o| o.path = uri);
+    h.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)");
+    let before = std::fs::metadata(&path).unwrap().len();
+    h.exec(MANY_PAGES);
+    wait_for_size(&path, before + 4000 * 3000, "no checkpoint ran");
+    if cfg!(target_os = "linux") {
+        assert_eq!(checkpoint_threads(), 1, "the checkpoint ran on its own thread");
+    }
+    h.close();
+}
+
+#[test]
+fn when_the_checkpoint_thread_cannot_open_the_writer_checkpoints() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    register_gated_vfs();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("refused.db");
+    let uri = format!("file:{}?vfs=gated", path.display());
+    let h = open_at(dir, path.clone(), 1, |o| o.path = uri);
+    struct Allow;
+    impl Drop for Allow {
+        fn drop(&mut self) {
+            REFUSE_CHECKPOINT_THREAD.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let _allow = Allow;
+    REFUSE_CHECKPOINT_THREAD.store(true, std::sync::atomic::Ordering::SeqCst);
+    h.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)");
+    let before = std::fs::metadata(&path).unwrap().len();
+    // No request follows: the writer, idle, sees the round fail and checkpoints itself.
+    h.exec(MANY_PAGES);
+    wait_for_size(&path, before + 4000 * 3000, "nothing was checkpointed");
+    h.close();
 }
