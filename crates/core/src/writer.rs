@@ -436,8 +436,12 @@ impl Writer {
             let progressed = copied > self.copied_before;
             self.copied_before = copied;
             if left <= 0 || !progressed {
-                // Copied whole, or held back by a reader's snapshot: nothing to finish now.
+                // Copied whole, or held back by a reader's snapshot: nothing to finish now,
+                // unless an attached database's WAL grew meanwhile (only the writer copies it).
                 self.checkpoint_rounds = None;
+                if self.tracker.attached_wal_pages() >= FINISH_PAGES {
+                    self.checkpoint_here();
+                }
             } else if left <= i64::from(FINISH_PAGES) || rounds >= FINISH_ROUNDS {
                 self.checkpoint_rounds = None;
                 self.checkpoint_here();
@@ -493,8 +497,9 @@ impl Writer {
 
     /// A PASSIVE checkpoint of every database of the writer's connection. It never waits
     /// for readers: what it cannot copy now it copies next time. When another connection
-    /// holds the checkpoint lock (the thread's round), it copies nothing and answers busy;
-    /// the count stays, so the next gap tries again.
+    /// holds the checkpoint lock (the thread's round, another process), it copies nothing
+    /// and answers busy: the counts stay, so a gap tries again while they are over a
+    /// threshold.
     fn checkpoint_here(&mut self) {
         let busy = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(0));
         if busy == Ok(0) {
@@ -742,9 +747,12 @@ impl Writer {
         // alone with the file can do: the readers close first (connection::rekey), and the
         // checkpoint thread (a later checkpoint starts it again, with the key the file has).
         self.checkpointer.stop();
-        // A new handle: one whose thread could not open tries again after the rekey.
+        // A new handle: one whose thread could not open tries again after the rekey. A rekey
+        // that rewrites the file leaves the WAL empty, and one that fails leaves it to the
+        // next commit's count.
         self.checkpointer = Default::default();
         self.checkpoint_rounds = None;
+        self.tracker.reset_wal_pages();
         let rewrites = key.is_some() || self.encrypted;
         let gate = Arc::new(RekeyGate::new(rewrites));
         // A reader held by an iterator would never take its gate message: the iterators end

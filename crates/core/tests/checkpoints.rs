@@ -45,8 +45,9 @@ fn waiting_at_gate(n: usize) -> bool {
     true
 }
 
-/// While set, the gated VFS refuses every open made on the checkpoint thread.
+/// While set, the gated VFS refuses every open made on the checkpoint thread, and counts them.
 static REFUSE_CHECKPOINT_THREAD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static REFUSED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// A file of the gated VFS: its methods, then the default VFS's file it forwards to.
 #[repr(C)]
@@ -140,6 +141,7 @@ unsafe extern "C" fn gated_open(
     if REFUSE_CHECKPOINT_THREAD.load(std::sync::atomic::Ordering::SeqCst)
         && std::thread::current().name().is_some_and(|n| n.starts_with("quietsqlite-checkpoint"))
     {
+        REFUSED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // SAFETY: SQLite gives `f` szOsFile bytes; a failed open leaves pMethods null.
         unsafe { (*f).pMethods = std::ptr::null() };
         return ffi::SQLITE_CANTOPEN;
@@ -346,5 +348,6 @@ fn when_the_checkpoint_thread_cannot_open_the_writer_checkpoints() {
     // No request follows: the writer, idle, sees the round fail and checkpoints itself.
     h.exec(MANY_PAGES);
     wait_for_size(&path, before + 4000 * 3000, "nothing was checkpointed");
+    assert!(REFUSED.load(std::sync::atomic::Ordering::SeqCst) > 0, "the checkpoint thread tried to open");
     h.close();
 }
