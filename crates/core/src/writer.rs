@@ -413,7 +413,8 @@ impl Writer {
     /// At a gap between requests: the checkpoint thread copies the WAL while the writer goes
     /// on (see checkpointer.rs). What was committed during a round is the next round's, until
     /// what is left is at most FINISH_PAGES, or after FINISH_ROUNDS rounds: the writer copies
-    /// that itself, at a gap, so that the WAL starts over at the next write. Left to the
+    /// that itself, at a gap or while idle (see `next`), so that the WAL starts over at the
+    /// next write. Left to the
     /// thread alone, a checkpoint would never find a WAL with no commit since its start under
     /// steady writes, and the WAL would grow to CHECKPOINT_BUSY_PAGES
     /// (docs/experiments/091-checkpoints-off-the-writer.md). The writer runs the whole
