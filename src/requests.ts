@@ -205,7 +205,6 @@ function onAbort(signal: AbortSignal, callback: () => void): () => void {
   };
 }
 
-
 /** Receives a subscription's completions: live-query emissions (a rows Buffer) or iterator
  * chunks (`[rows, done]`), and errors. */
 export interface Subscriber {

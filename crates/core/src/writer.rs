@@ -473,9 +473,10 @@ impl Writer {
 
     /// Asks the checkpoint thread for a round; false when it cannot run one.
     fn hand_off_checkpoint(&mut self) -> bool {
-        let (loc, mut opts) = self.reopen.clone();
-        let key_slot = self.key_slot.clone();
-        let handed_off = self.checkpointer.request(move || {
+        // Cloned only when the thread is to start (at the first round, and after a rekey).
+        let (reopen, key_slot) = (&self.reopen, &self.key_slot);
+        let handed_off = self.checkpointer.request(|| {
+            let ((loc, mut opts), key_slot) = (reopen.clone(), key_slot.clone());
             Box::new(move || {
                 // The key the file has when the thread opens (a rekey stops the thread first).
                 opts.encryption = crate::backup::current_key(&key_slot);

@@ -1,0 +1,52 @@
+// What the in-process A/B probes share (inproc-point.mjs, inproc-tx.mjs): several builds
+// loaded in one process, each with its own addon, database handle and threads, run in blocks
+// whose order rotates, so that a slow phase of the machine falls on all of them alike.
+//
+// A build is a directory holding dist/ and native/ (copied from a checkout after `npm run
+// build`), each build a directory of its own: for an A/A run of one build (the method's own
+// noise), copy its directory and give both paths.
+import { existsSync, realpathSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+/** The builds `name=<dir>` names, checked: each with its `Database` class. */
+export function loadBuilds(specs, usage) {
+  if (specs.length < 2 || specs.some((s) => s.indexOf('=') < 1)) throw new Error(`usage: ${usage}`);
+  // With the override every build would load the same addon.
+  if (process.env.QUIETSQLITE_NATIVE_LIBRARY_PATH) throw new Error('unset QUIETSQLITE_NATIVE_LIBRARY_PATH: it makes every build load one addon');
+  const roots = specs.map((s) => realpathSync(s.slice(s.indexOf('=') + 1)));
+  // `require` caches by real path: one directory given twice is one build, not two.
+  if (new Set(roots).size !== roots.length) throw new Error('each build needs a directory of its own (copy it for an A/A run)');
+  // Without its own addon a build would load an installed one, which others may load too.
+  for (const root of roots) {
+    if (!existsSync(join(root, 'native', 'quietsqlite.node'))) throw new Error(`${root} has no native/quietsqlite.node`);
+  }
+  const require = createRequire(import.meta.url);
+  return specs.map((s, i) => ({ name: s.slice(0, s.indexOf('=')), Database: require(roots[i] + '/dist/index.js').Database, times: [] }));
+}
+
+/** Runs `blocks` rounds; round k starts with build k mod n, so that when the blocks are a
+ * multiple of the builds each build runs first, second, ... equally often. `run(build, k)`
+ * returns the block's figure. */
+export async function rotate(builds, blocks, run) {
+  for (let k = 0; k < blocks; k++) {
+    for (let j = 0; j < builds.length; j++) {
+      const b = builds[(k + j) % builds.length];
+      b.times.push(await run(b, k));
+    }
+  }
+}
+
+export function median(a) {
+  const s = [...a].sort((x, y) => x - y);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/** For two builds, the median per-block ratio of the second to the first. */
+export function ratioLine(builds) {
+  if (builds.length !== 2) return undefined;
+  const [a, b] = builds;
+  const ratios = a.times.map((t, i) => b.times[i] / t);
+  return `${b.name}/${a.name} per block: median ${median(ratios).toFixed(3)}, ${b.name} faster in ${ratios.filter((r) => r < 1).length} of ${ratios.length}`;
+}
