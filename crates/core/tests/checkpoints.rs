@@ -203,17 +203,22 @@ fn wait_for_size(path: &std::path::Path, size: u64, what: &str) {
 const MANY_PAGES: &str = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 4500) \
                           INSERT INTO t(b) SELECT randomblob(3000) FROM c";
 
+/// A database in a new directory, opened through the gated VFS; and its file's path.
+fn open_gated(name: &str) -> (Harness, std::path::PathBuf) {
+    register_gated_vfs();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    let uri = format!("file:{}?vfs=gated", path.display());
+    (open_at(dir, path.clone(), 1, |o| o.path = uri), path)
+}
+
 /// One test at a time: each counts the checkpoint threads of the process at its end.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 #[test]
 fn a_write_does_not_wait_for_a_checkpoints_sync() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    register_gated_vfs();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("g.db");
-    let uri = format!("file:{}?vfs=gated", path.display());
-    let h = open_at(dir, path.clone(), 1, |o| o.path = uri);
+    let (h, path) = open_gated("g.db");
     // The WAL's first frame syncs its header: before the gate closes.
     h.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)");
     set_gate(false);
@@ -330,11 +335,7 @@ fn a_mode_rwc_uri_opens_the_checkpoint_thread_too() {
 #[test]
 fn when_the_checkpoint_thread_cannot_open_the_writer_checkpoints() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    register_gated_vfs();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("refused.db");
-    let uri = format!("file:{}?vfs=gated", path.display());
-    let h = open_at(dir, path.clone(), 1, |o| o.path = uri);
+    let (h, path) = open_gated("refused.db");
     struct Allow;
     impl Drop for Allow {
         fn drop(&mut self) {
