@@ -21,7 +21,17 @@ pub(crate) struct RawStatement {
     /// The result's column names as last read, and SQLite's count of this statement's
     /// re-preparations when they were read (see `names`).
     names: Option<(c_int, ColumnNames)>,
+    /// Bytes of text and blobs bound since the last `reset` (see `KEEP_BINDINGS_AT_MOST`).
+    bound_bytes: usize,
 }
+
+/// Bound values `reset` leaves in place while they hold at most this many bytes of text and
+/// blobs. Clearing them costs more than the memory: on a statement whose plan SQLite may
+/// choose by a parameter's value (`SQLITE_ENABLE_STAT4`, e.g. `id > ?`), clearing expires
+/// the plan, and every run prepared the statement again (experiment 093). Every run binds
+/// every parameter anew (`bind` refuses fewer), so no value kept is ever used again; at
+/// most this much (twice, after a binding that failed part way) stays with a statement.
+const KEEP_BINDINGS_AT_MOST: usize = 4096;
 
 impl RawStatement {
     /// Prepares the first statement of `sql`.
@@ -53,7 +63,7 @@ impl RawStatement {
         }
         // SQLite's tail points into `sql` (at most one past its end) or is null.
         let tail = if tail.is_null() { sql.len() } else { (tail as usize).saturating_sub(sql.as_ptr() as usize).min(sql.len()) };
-        Ok(RawStatement { db, stmt, tail, names: None })
+        Ok(RawStatement { db, stmt, tail, names: None, bound_bytes: 0 })
     }
 
     /// The statement (null when the text held no statement); owned by `self`.
@@ -81,7 +91,8 @@ impl RawStatement {
         Ok(())
     }
 
-    /// Back to the start, parameters unbound: ready to be run again.
+    /// Back to the start, ready to be run again; parameters holding more than
+    /// `KEEP_BINDINGS_AT_MOST` bytes are unbound, to free their copies.
     pub(crate) fn reset(&mut self) {
         // sqlite3_clear_bindings reads through a null statement unless SQLite is built with
         // API armor: checked here, as `step` does, rather than left to a compile option.
@@ -90,9 +101,10 @@ impl RawStatement {
         }
         // SAFETY: as in `step`. The codes returned repeat the last step's error, which its
         // caller has already seen.
-        unsafe {
-            ffi::sqlite3_reset(self.stmt);
-            ffi::sqlite3_clear_bindings(self.stmt);
+        unsafe { ffi::sqlite3_reset(self.stmt) };
+        if std::mem::take(&mut self.bound_bytes) > KEEP_BINDINGS_AT_MOST {
+            // SAFETY: as above.
+            unsafe { ffi::sqlite3_clear_bindings(self.stmt) };
         }
     }
 
@@ -242,10 +254,12 @@ impl crate::bind::Parameters for RawStatement {
                 ValueRef::Real(f) => ffi::sqlite3_bind_double(self.stmt, i, f),
                 ValueRef::Text(t) => {
                     let len = c_int::try_from(t.len()).map_err(|_| too_big())?;
+                    self.bound_bytes = self.bound_bytes.saturating_add(t.len());
                     ffi::sqlite3_bind_text(self.stmt, i, t.as_ptr().cast(), len, ffi::SQLITE_TRANSIENT())
                 }
                 ValueRef::Blob(b) => {
                     let len = c_int::try_from(b.len()).map_err(|_| too_big())?;
+                    self.bound_bytes = self.bound_bytes.saturating_add(b.len());
                     ffi::sqlite3_bind_blob(self.stmt, i, b.as_ptr().cast(), len, ffi::SQLITE_TRANSIENT())
                 }
             }
@@ -381,7 +395,71 @@ mod tests {
         assert_eq!(s.value(2).unwrap(), ValueRef::Real(2.5));
         s.reset();
         assert!(s.step().unwrap());
-        assert_eq!(s.value(0).unwrap(), ValueRef::Null, "reset unbinds");
+        assert_eq!(s.value(0).unwrap(), ValueRef::Text(b"x"), "small values stay bound");
+    }
+
+    /// The SQL with its bound values written in (NULL for unbound ones).
+    fn expanded(s: &RawStatement) -> String {
+        // SAFETY: a live statement; SQLite's string is freed here, once.
+        unsafe {
+            let p = ffi::sqlite3_expanded_sql(s.handle());
+            let text = CStr::from_ptr(p).to_string_lossy().into_owned();
+            ffi::sqlite3_free(p.cast());
+            text
+        }
+    }
+
+    #[test]
+    fn reset_unbinds_values_of_more_than_the_kept_bytes() {
+        use crate::bind::Parameters;
+        let conn = Connection::open_in_memory().unwrap();
+        let mut s = RawStatement::prepare(&conn, "SELECT ?, ?").unwrap();
+        let half = vec![b'a'; KEEP_BINDINGS_AT_MOST / 2];
+        s.bind_value(1, ValueRef::Text(&half)).unwrap();
+        s.bind_value(2, ValueRef::Blob(&half)).unwrap();
+        s.reset();
+        assert!(!expanded(&s).contains("NULL"), "at the limit, kept");
+        s.bind_value(1, ValueRef::Text(&half)).unwrap();
+        s.bind_value(2, ValueRef::Blob(&[b'b'; KEEP_BINDINGS_AT_MOST / 2 + 1])).unwrap();
+        s.reset();
+        assert_eq!(expanded(&s), "SELECT NULL, NULL", "over it, unbound");
+        // The count starts over at each reset: a small value after a large one stays.
+        s.bind_value(1, ValueRef::Text(&[b'c'; KEEP_BINDINGS_AT_MOST + 1])).unwrap();
+        s.reset();
+        s.bind_value(1, ValueRef::Text(b"small")).unwrap();
+        s.reset();
+        assert_eq!(expanded(&s), "SELECT 'small', NULL");
+    }
+
+    /// SQLite may choose the plan of `id > ?` by the value bound (SQLITE_ENABLE_STAT4, with
+    /// the statistics ANALYZE gathers): unbinding at every reset expired that plan, so every
+    /// run prepared the statement again.
+    #[test]
+    fn a_range_read_run_again_keeps_its_plan() {
+        use crate::bind::Parameters;
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE items(id INTEGER PRIMARY KEY, category TEXT);
+             CREATE INDEX items_category ON items(category);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+             INSERT INTO items SELECT i, 'c' || (i % 40) FROM n;
+             ANALYZE;",
+        )
+        .unwrap();
+        let mut s = RawStatement::prepare_persistent(&conn, "SELECT * FROM items WHERE id > ? ORDER BY id LIMIT ?").unwrap();
+        for run in 0..10 {
+            s.bind_value(1, ValueRef::Integer(run * 100)).unwrap();
+            s.bind_value(2, ValueRef::Integer(5)).unwrap();
+            let mut rows = 0;
+            while s.step().unwrap() {
+                rows += 1;
+            }
+            assert_eq!(rows, 5);
+            s.reset();
+        }
+        // SAFETY: a live statement.
+        let prepared_again = unsafe { ffi::sqlite3_stmt_status(s.handle(), ffi::SQLITE_STMTSTATUS_REPREPARE, 0) };
+        assert!(prepared_again <= 1, "prepared again {prepared_again} times in 10 runs");
     }
 }
 
