@@ -5,8 +5,9 @@
 // A build is a directory holding dist/ and native/ (copied from a checkout after `npm run
 // build`), each build a directory of its own: for an A/A run of one build (the method's own
 // noise), copy its directory and give both paths.
-import { existsSync, realpathSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /** The builds `name=<dir>` names, checked: each with its `Database` class. */
@@ -49,4 +50,20 @@ export function ratioLine(builds) {
   const [a, b] = builds;
   const ratios = a.times.map((t, i) => b.times[i] / t);
   return `${b.name}/${a.name} per block: median ${median(ratios).toFixed(3)}, ${b.name} faster in ${ratios.filter((r) => r < 1).length} of ${ratios.length}`;
+}
+
+/** Opens for each build its own copy of the database `file` as `build.db` (each build carries
+ * its own copy of SQLite), runs `fn()`, then closes them and removes the copies. */
+export async function withCopies(builds, file, fn) {
+  const dir = mkdtempSync(join(tmpdir(), 'qs-inproc-'));
+  try {
+    for (const [i, b] of builds.entries()) {
+      copyFileSync(file, join(dir, `copy${i}.db`));
+      b.db = await b.Database.open(join(dir, `copy${i}.db`));
+    }
+    await fn();
+  } finally {
+    for (const b of builds) await b.db?.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

@@ -5,19 +5,11 @@
 // Each build reads its own copy of the database (a file with the bench's `items` table, e.g.
 // .tmp/bench/seed-42.db), since each carries its own copy of SQLite.
 //   node bench/experiments/inproc-point.mjs <db> <blocks> <queries per block> name=<build dir> name=<build dir> ...
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { loadBuilds, median, ratioLine, rotate } from './inproc-builds.mjs';
+import { loadBuilds, median, ratioLine, rotate, withCopies } from './inproc-builds.mjs';
 
 const [file, blocksArg, perArg, ...specs] = process.argv.slice(2);
 const builds = loadBuilds(specs, 'inproc-point.mjs <db> <blocks> <per block> name=<build dir> name=<build dir> ...');
-const dir = mkdtempSync(join(tmpdir(), 'qs-inproc-'));
-try {
-  for (const [i, b] of builds.entries()) {
-    copyFileSync(file, join(dir, `p${i}.db`));
-    b.db = await b.Database.open(join(dir, `p${i}.db`));
-  }
+await withCopies(builds, file, async () => {
   const sql = 'SELECT * FROM items WHERE id = ?';
   const per = Number(perArg);
   let found = 0;
@@ -33,7 +25,4 @@ try {
   }
   const ratios = ratioLine(builds);
   if (ratios !== undefined) console.log(`${ratios} (rows found: ${found})`);
-} finally {
-  for (const b of builds) await b.db?.close();
-  rmSync(dir, { recursive: true, force: true });
-}
+});

@@ -6,21 +6,13 @@
 // Each build reads its own copy of the database (a file with the bench's `items` table, e.g.
 // .tmp/bench/seed-42.db), since each carries its own copy of SQLite.
 //   node bench/experiments/inproc-range.mjs <db> <select|json> <rows> <blocks> <reads per block> name=<build dir> name=<build dir> ...
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { loadBuilds, median, ratioLine, rotate } from './inproc-builds.mjs';
+import { loadBuilds, median, ratioLine, rotate, withCopies } from './inproc-builds.mjs';
 
 const usage = 'inproc-range.mjs <db> <select|json> <rows> <blocks> <reads per block> name=<build dir> name=<build dir> ...';
 const [file, kind, rowsArg, blocksArg, perArg, ...specs] = process.argv.slice(2);
 if (kind !== 'select' && kind !== 'json') throw new Error(`usage: ${usage}`);
 const builds = loadBuilds(specs, usage);
-const dir = mkdtempSync(join(tmpdir(), 'qs-inproc-'));
-try {
-  for (const [i, b] of builds.entries()) {
-    copyFileSync(file, join(dir, `r${i}.db`));
-    b.db = await b.Database.open(join(dir, `r${i}.db`));
-  }
+await withCopies(builds, file, async () => {
   const sql = 'SELECT * FROM items WHERE id > ? ORDER BY id LIMIT ?';
   const rows = Number(rowsArg);
   const per = Number(perArg);
@@ -41,7 +33,4 @@ try {
   }
   const ratios = ratioLine(builds);
   if (ratios !== undefined) console.log(`${ratios} (sink ${sink})`);
-} finally {
-  for (const b of builds) await b.db?.close();
-  rmSync(dir, { recursive: true, force: true });
-}
+});
