@@ -58,7 +58,8 @@ impl Checkpointer {
     /// Asks for a checkpoint without waiting for it; `open` makes the connection if the
     /// thread is not running yet. False when the thread cannot take it (it could not start
     /// or open its connection): the caller checkpoints itself. A request made while one is
-    /// asked for or runs is the same request.
+    /// asked for and has not begun is that request; one made while a checkpoint runs asks for
+    /// the next.
     pub fn request(&mut self, open: impl FnOnce() -> Open) -> bool {
         if self.thread.as_ref().is_some_and(|t| t.is_finished()) {
             // It ended on its own: only when it could not open, or on a panic.

@@ -414,11 +414,10 @@ impl Writer {
     /// on (see checkpointer.rs). What was committed during a round is the next round's, until
     /// what is left is at most FINISH_PAGES, or after FINISH_ROUNDS rounds: the writer copies
     /// that itself, at a gap or while idle (see `next`), so that the WAL starts over at the
-    /// next write. Left to the
-    /// thread alone, a checkpoint would never find a WAL with no commit since its start under
-    /// steady writes, and the WAL would grow to CHECKPOINT_BUSY_PAGES
-    /// (docs/experiments/091-checkpoints-off-the-writer.md). The writer runs the whole
-    /// checkpoint itself only when the thread cannot.
+    /// next write. Left to the thread alone, a checkpoint would never find a WAL with no
+    /// commit since its start under steady writes, and the WAL would grow to
+    /// CHECKPOINT_BUSY_PAGES (docs/experiments/091-checkpoints-off-the-writer.md). The writer
+    /// runs the whole checkpoint itself only when the thread cannot.
     fn idle_checkpoint(&mut self, threshold: i32) {
         if let Some(rounds) = self.checkpoint_rounds {
             if self.checkpointer.busy() || !self.conn.is_autocommit() {
@@ -748,10 +747,9 @@ impl Writer {
         // A rekey that rewrites the file leaves WAL mode for a moment, which only a connection
         // alone with the file can do: the readers close first (connection::rekey), and the
         // checkpoint thread (a later checkpoint starts it again, with the key the file has).
-        self.checkpointer.stop();
-        // A new handle: one whose thread could not open tries again after the rekey. A rekey
-        // that rewrites the file leaves the WAL empty, and one that fails leaves it to the
-        // next commit's count.
+        // The old handle stops its thread as it drops; a new one forgets that a thread could
+        // not open, and tries again. A rekey that rewrites the file leaves the WAL empty, and
+        // one that fails leaves it to the next commit's count.
         self.checkpointer = Default::default();
         self.checkpoint_rounds = None;
         self.tracker.reset_wal_pages();
