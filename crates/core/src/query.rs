@@ -6,7 +6,7 @@ use crate::encode::{ColumnNames, EncodedRows, RowEncoder};
 use crate::batch_parts::LaterParts;
 use crate::error::{Error, Result};
 use crate::json::JsonWriter;
-use crate::raw_statement::{column_names_of, ColumnValues, RawStatement};
+use crate::raw_statement::{ColumnValues, RawStatement};
 use crate::read_connection::ReadConnection;
 use crate::statement_rules::{under, Rule};
 use crate::value::Params;
@@ -45,11 +45,11 @@ pub(crate) fn prepare<'c>(conn: &'c Connection, sql: &str) -> Result<rusqlite::C
     conn.prepare_cached(sql).map_err(|e| Error::from(e).with_sql(sql))
 }
 
-/// Fails with a RangeError when `sql` holds more than one statement. Every statement
-/// prepared from user text passes here (or through `execute`'s own check) BEFORE rusqlite
-/// sees the text: rusqlite's `prepare` looks for a second statement by calling itself on the
-/// rest of the text, once per statement, and a script of a few thousand statements
-/// overflows the thread's stack.
+/// Fails with a RangeError when `sql` holds more than one statement. Text that rusqlite
+/// prepares passes here first: rusqlite's `prepare` looks for a second statement by calling
+/// itself on the rest of the text, once per statement, and a script of a few thousand
+/// statements overflows the thread's stack. (rusqlite's own look then catches what the scan
+/// below lets through.)
 pub fn require_one_statement(conn: &Connection, sql: &str) -> Result<()> {
     if several_statements(conn, sql)? {
         return Err(Error::from(rusqlite::Error::MultipleStatement));
@@ -60,7 +60,10 @@ pub fn require_one_statement(conn: &Connection, sql: &str) -> Result<()> {
 /// True when text that is not white space, `;` or a comment follows the first statement.
 /// Text without such a `;` (nearly all of it) is decided by one byte scan; otherwise the
 /// first statement alone is prepared (a `;` may sit in a literal or a trigger body), which
-/// reports that statement's own error if it has one.
+/// reports that statement's own error if it has one. The scan can miss a second statement
+/// when the first `;` sits in a literal and what follows it looks like a comment (`'a;
+/// --'`): a caller that prepares the text itself looks at SQLite's tail instead
+/// (`single_statement`).
 fn several_statements(conn: &Connection, sql: &str) -> Result<bool> {
     let Some(semi) = sql.bytes().position(|b| b == b';') else { return Ok(false) };
     if is_blank_sql(&sql.as_bytes()[semi + 1..]) {
@@ -68,6 +71,12 @@ fn several_statements(conn: &Connection, sql: &str) -> Result<bool> {
     }
     let first = RawStatement::prepare(conn, sql).map_err(|e| e.with_sql(sql))?;
     Ok(!is_blank_sql(&sql.as_bytes()[first.tail..]))
+}
+
+/// Whether the text `sql` that `stmt` was prepared from holds nothing after it: SQLite's tail
+/// says where the statement ended, whatever its literals and comments hold.
+fn single_statement(stmt: &RawStatement, sql: &str) -> bool {
+    is_blank_sql(sql.as_bytes().get(stmt.tail..).unwrap_or_default())
 }
 
 /// SQL made only of white space and comments has no statement to run: say so, rather than
@@ -108,9 +117,12 @@ fn describe_under(rule: Rule, conn: &ReadConnection, sql: &str) -> Result<ReadOu
 /// for the cache.
 fn prepare_raw(conn: &Connection, sql: &str, kept: bool) -> Result<RawStatement> {
     require_statement(sql)?;
-    require_one_statement(conn, sql)?;
     let stmt = if kept { RawStatement::prepare_persistent(conn, sql) } else { RawStatement::prepare(conn, sql) };
-    stmt.map_err(|e| e.with_sql(sql))
+    let stmt = stmt.map_err(|e| e.with_sql(sql))?;
+    if !single_statement(&stmt, sql) {
+        return Err(Error::from(rusqlite::Error::MultipleStatement));
+    }
+    Ok(stmt)
 }
 
 /// `read` on the writer (`tx.select`). Its cached statements are met by the authorizer
@@ -185,8 +197,8 @@ impl RowSink for JsonWriter {
 /// Steps `stmt` to the end (or `limit` rows) into a sink made from the column names. The
 /// names are looked at after the first step: a statement prepared before a schema change is
 /// re-prepared by that step and may come back with other columns (`SELECT *` after
-/// `ALTER TABLE ... ADD COLUMN`), which `RawStatement::names` sees. (`returned_rows` is the
-/// same walk over rusqlite's rows.)
+/// `ALTER TABLE ... ADD COLUMN`), which `RawStatement::names` sees. Also the rows an
+/// `execute` statement returns (RETURNING).
 fn collect<S: RowSink>(
     stmt: &mut RawStatement,
     limit: u32,
@@ -217,22 +229,6 @@ fn step_read(stmt: &mut RawStatement, format: ReadFormat) -> Result<ReadOutput> 
     }
 }
 
-/// The rows an `execute` statement returns (RETURNING), stepped to the end; column names
-/// are read after the first step, as in `collect`.
-fn returned_rows(conn: &Connection, sql: &str, stmt: &mut rusqlite::Statement<'_>) -> Result<RowEncoder> {
-    let mut rows = stmt.raw_query();
-    let Some(first) = rows.next()? else {
-        drop(rows);
-        return Ok(RowEncoder::new(column_names_of(conn, sql, stmt)?));
-    };
-    let mut enc = RowEncoder::new(column_names_of(conn, sql, first.as_ref())?);
-    enc.push_row(first)?;
-    while let Some(row) = rows.next()? {
-        enc.push_row(row)?;
-    }
-    Ok(enc)
-}
-
 /// White space, semicolons and comments only.
 pub(crate) fn is_blank_sql(s: &[u8]) -> bool {
     skip_blank(s).is_empty()
@@ -257,29 +253,41 @@ pub(crate) fn skip_blank(mut s: &[u8]) -> &[u8] {
 
 /// Runs one statement, or with no parameters, every statement of `sql`, under the write
 /// rule (no transaction control: see `statement_rules`).
-pub fn execute(conn: &Connection, sql: &str, params: &Params) -> Result<ExecOutcome> {
+pub fn execute(conn: &ReadConnection, sql: &str, params: &Params) -> Result<ExecOutcome> {
     under(Rule::Write, || execute_unchecked(conn, sql, params))
 }
 
-fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<ExecOutcome> {
-    require_statement(sql)?;
-    if several_statements(conn, sql)? {
+fn execute_unchecked(conn: &ReadConnection, sql: &str, params: &Params) -> Result<ExecOutcome> {
+    // Trimmed, as rusqlite's cache (used here before) trimmed what it prepared: SQLite's
+    // tokenizer refuses white space that Rust's `trim` takes off (a vertical tab, a no-break
+    // space). Errors name the text as it was given.
+    let text = sql.trim();
+    require_statement(text)?;
+    // Our cache, not rusqlite's: rusqlite clears a statement's bindings each time it takes
+    // it back, and SQLite then compiles a statement whose plan it made with a bound value
+    // (a `LIMIT ?`) again on every run (experiment 097; docs/decisions.md, "Small bound
+    // values stay with a cached statement").
+    let mut stmt = conn
+        .write_statement(text, |c| RawStatement::prepare_persistent(c, text))
+        .map_err(|e| e.with_sql(sql))?;
+    // A text of several statements is not kept, so a cached one is a single statement.
+    if !single_statement(&stmt, text) {
+        stmt.discard();
         if !params.is_empty() {
             return Err(Error::Range(
                 "the SQL text holds several statements; parameters need exactly one".into(),
             ));
         }
-        return execute_script(conn, sql);
+        return execute_script(conn, text, sql);
     }
-    let mut stmt = conn.prepare_cached(sql).map_err(|e| Error::from(e).with_sql(sql))?;
     bind(&mut *stmt, params).map_err(|e| e.with_sql(sql))?;
-    if crate::statement_rules::is_vacuum(sql) {
-        vacuum(conn, || returned_rows(conn, sql, &mut stmt))
-            .map_err(|e| e.with_sql(sql).without_values(params.values()))?;
+    let returned = |stmt: &mut RawStatement| collect(stmt, u32::MAX, RowEncoder::with_names);
+    if crate::statement_rules::is_vacuum(text) {
+        vacuum(conn, || returned(&mut stmt)).map_err(|e| e.with_sql(sql).without_values(params.values()))?;
         return Ok(ExecOutcome { changes: 0, last_insert_rowid: 0, rows: None });
     }
     let before = conn.total_changes();
-    let enc = returned_rows(conn, sql, &mut stmt).map_err(|e| e.with_sql(sql).without_values(params.values()))?;
+    let enc = returned(&mut stmt).map_err(|e| e.with_sql(sql).without_values(params.values()))?;
     let changed = conn.total_changes() != before;
     Ok(ExecOutcome {
         changes: if changed { conn.changes() } else { 0 },
@@ -290,18 +298,19 @@ fn execute_unchecked(conn: &Connection, sql: &str, params: &Params) -> Result<Ex
 
 /// Runs every statement of `sql` in order, each prepared only when the ones before it have
 /// run (`DROP TABLE t; CREATE TABLE t(...)`) and stepped to its end. A loop over SQLite's
-/// tail pointer: the number of statements costs no stack.
-fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
+/// tail pointer: the number of statements costs no stack. Errors name `given`, the text as
+/// the caller gave it.
+fn execute_script(conn: &Connection, sql: &str, given: &str) -> Result<ExecOutcome> {
     let before = conn.total_changes();
     let mut at = 0;
     while !is_blank_sql(&sql.as_bytes()[at..]) {
         // SQLite's tail follows a `;` or ends the text: always a character boundary.
         let rest = sql.get(at..).ok_or_else(|| Error::Internal("statement tail inside a character".into()))?;
-        let mut stmt = RawStatement::prepare(conn, rest).map_err(|e| e.with_sql(sql))?;
+        let mut stmt = RawStatement::prepare(conn, rest).map_err(|e| e.with_sql(given))?;
         if crate::statement_rules::is_vacuum(rest) {
-            vacuum(conn, || stmt.run()).map_err(|e| e.with_sql(sql))?;
+            vacuum(conn, || stmt.run()).map_err(|e| e.with_sql(given))?;
         } else {
-            stmt.run().map_err(|e| e.with_sql(sql))?;
+            stmt.run().map_err(|e| e.with_sql(given))?;
         }
         if stmt.tail == 0 {
             break;
@@ -463,7 +472,7 @@ mod tests {
 
     #[test]
     fn runs_scripts_whose_later_statements_depend_on_earlier_ones() {
-        let conn = Connection::open_in_memory().unwrap();
+        let conn = ReadConnection::new(Connection::open_in_memory().unwrap(), 16);
         execute(&conn, "CREATE TABLE a(x)", &Params::None).unwrap();
         execute(&conn, "DROP TABLE IF EXISTS a; CREATE TABLE a(y); -- done\n", &Params::None).unwrap();
         assert!(several_statements(&conn, "SELECT 1; SELECT 2").unwrap());
@@ -493,6 +502,106 @@ mod tests {
         assert!(read_on_writer(&conn, "SELECT 1", &Params::None, ReadFormat::Json).is_ok());
     }
 
+    /// How often SQLite compiled the statement of `conn` whose text is `sql` again
+    /// (`sqlite3_next_stmt` walks every statement of the connection, cached ones too).
+    fn times_prepared_again(conn: &Connection, sql: &str) -> i32 {
+        // SAFETY: the handle is valid while `conn` is borrowed, and this thread alone uses
+        // it; the statements walked belong to it and live on while nothing else runs; their
+        // SQL is null (out of memory) or NUL-terminated text SQLite owns.
+        unsafe {
+            let db = conn.handle();
+            let mut stmt = rusqlite::ffi::sqlite3_next_stmt(db, std::ptr::null_mut());
+            while !stmt.is_null() {
+                let text = rusqlite::ffi::sqlite3_sql(stmt);
+                if !text.is_null() && std::ffi::CStr::from_ptr(text).to_bytes() == sql.as_bytes() {
+                    return rusqlite::ffi::sqlite3_stmt_status(stmt, rusqlite::ffi::SQLITE_STMTSTATUS_REPREPARE, 0);
+                }
+                stmt = rusqlite::ffi::sqlite3_next_stmt(db, stmt);
+            }
+        }
+        panic!("no statement of the connection has the text {sql:?}")
+    }
+
+    /// SQLite compiles a `LIMIT ?` with the value bound to it, and compiles the statement
+    /// again when that parameter is cleared, or bound to another value: a cached write must
+    /// keep its bindings between runs as a cached read does (experiment 097). Here a queue is
+    /// worked off in batches of a fixed size, the limit the same on every run.
+    #[test]
+    fn a_cached_write_with_a_limit_is_not_compiled_again_on_each_run() {
+        let conn = ReadConnection::new(Connection::open_in_memory().unwrap(), 16);
+        conn.execute_batch(
+            "CREATE TABLE jobs(id INTEGER PRIMARY KEY, what TEXT);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100)
+             INSERT INTO jobs(what) SELECT 'job ' || i FROM n;",
+        )
+        .unwrap();
+        let sql = "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs ORDER BY id LIMIT ?)";
+        for _ in 0..10 {
+            let params = Params::Positional(vec![crate::Value::Integer(5)].into());
+            assert_eq!(execute(&conn, sql, &params).unwrap().changes, 5);
+        }
+        let again = times_prepared_again(&conn, sql);
+        assert!(again <= 1, "compiled again {again} times in 10 runs");
+    }
+
+    /// White space SQLite does not know, around a statement, as rusqlite's cache took it off.
+    #[test]
+    fn execute_takes_off_white_space_sqlite_would_refuse() {
+        let conn = ReadConnection::new(Connection::open_in_memory().unwrap(), 16);
+        // With the rules in place, a VACUUM's own BEGIN passes only when it is seen as one.
+        crate::statement_rules::install(&conn);
+        for sql in ["\u{0b}CREATE TABLE t(x)\u{0b}", "\u{a0}INSERT INTO t VALUES (1)\u{2003}", "\u{a0}VACUUM"] {
+            execute(&conn, sql, &Params::None).unwrap_or_else(|e| panic!("{sql:?}: {e:?}"));
+        }
+        let n: i64 = conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 1);
+    }
+
+    /// A `;` in a literal, followed by what looks like a comment, ends no statement: SQLite's
+    /// tail decides, not a scan of the text. Such a script runs whole through `execute` (not
+    /// just its first statement), and `select` refuses it.
+    #[test]
+    fn a_semicolon_in_a_literal_does_not_hide_the_statements_after_it() {
+        let conn = ReadConnection::new(Connection::open_in_memory().unwrap(), 16);
+        crate::statement_rules::install(&conn);
+        execute(&conn, "CREATE TABLE t(x)", &Params::None).unwrap();
+        for script in ["INSERT INTO t VALUES ('a; -- x'); INSERT INTO t VALUES ('b')", "INSERT INTO t VALUES ('c;/*'); INSERT INTO t VALUES ('d')"] {
+            assert_eq!(execute(&conn, script, &Params::None).unwrap().changes, 2, "{script:?}");
+            let with_params = execute(&conn, script, &Params::Positional(vec![crate::Value::Integer(1)].into()));
+            assert!(matches!(with_params, Err(Error::Range(_))), "{with_params:?}");
+        }
+        let n: i64 = conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 4);
+        for reads in ["SELECT 'a; -- x'; SELECT 2", "SELECT 'a;/*'; DELETE FROM t"] {
+            let r = read(&conn, reads, &Params::None, ReadFormat::Json);
+            assert!(matches!(r, Err(Error::Range(_))), "{reads:?}: {r:?}");
+        }
+    }
+
+    /// Text that is only white space once trimmed holds no statement, as blank text.
+    #[test]
+    fn execute_refuses_text_that_is_blank_once_trimmed() {
+        let conn = ReadConnection::new(Connection::open_in_memory().unwrap(), 16);
+        for sql in ["\u{a0}", "\u{3000}-- note", "\u{0b};"] {
+            assert!(matches!(execute(&conn, sql, &Params::None), Err(Error::Range(_))), "{sql:?}");
+        }
+    }
+
+    /// The rows a cached write returns follow its table's columns after ALTER TABLE.
+    #[test]
+    fn returning_star_follows_a_new_column() {
+        let conn = ReadConnection::new(Connection::open_in_memory().unwrap(), 16);
+        execute(&conn, "CREATE TABLE t(x)", &Params::None).unwrap();
+        let sql = "INSERT INTO t(x) VALUES (1) RETURNING *";
+        let columns = |conn: &ReadConnection| {
+            let rows = execute(conn, sql, &Params::None).unwrap().rows.expect("one row returned");
+            u32::from_le_bytes(rows.bytes[8..12].try_into().unwrap())
+        };
+        assert_eq!(columns(&conn), 1);
+        execute(&conn, "ALTER TABLE t ADD COLUMN y", &Params::None).unwrap();
+        assert_eq!(columns(&conn), 2);
+    }
+
     /// Run on a thread with a small stack: rusqlite's recursive prepare overflowed 2 MiB
     /// with ~7,000 statements; walking the text must not grow the stack at all.
     fn on_small_stack(f: impl FnOnce() + Send + 'static) {
@@ -519,7 +628,7 @@ mod tests {
 
     #[test]
     fn a_failing_statement_in_a_script_stops_it_with_its_error() {
-        let conn = Connection::open_in_memory().unwrap();
+        let conn = ReadConnection::new(Connection::open_in_memory().unwrap(), 16);
         let r = execute(&conn, "CREATE TABLE t(x UNIQUE); INSERT INTO t VALUES (1); INSERT INTO t VALUES (1); INSERT INTO t VALUES (2)", &Params::None);
         match r {
             Err(Error::Sqlite { code, sql: Some(_), .. }) => assert_eq!(code, rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE),

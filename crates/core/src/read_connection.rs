@@ -1,6 +1,8 @@
 //! A connection that serves reads, with its own cache of raw statements (`raw_statement`)
 //! beside rusqlite's: readers, the inline connection and the writer's `tx.select` read
-//! through it (experiment 030).
+//! through it (experiment 030). On the writer, `execute` takes its statements from a second
+//! cache of the same kind (experiment 097): a statement is only ever run under the rule it
+//! was prepared under (`statement_rules`), so reads and writes of one text do not share one.
 
 use crate::error::{Error, Result};
 use crate::raw_statement::RawStatement;
@@ -17,6 +19,8 @@ pub struct ReadConnection {
     // SQLite refuses to close a connection with statements left, and rusqlite's drop then
     // ignores the failure: the connection, its file and its locks would stay open.
     statements: RefCell<StatementCache>,
+    /// `execute`'s statements (the writer's only).
+    writes: RefCell<StatementCache>,
     /// Prepared on the first `hold_snapshot`; stepped (not reset) while a snapshot is held.
     snapshot: RefCell<Option<RawStatement>>,
     holding: Cell<bool>,
@@ -36,6 +40,7 @@ impl ReadConnection {
     pub fn new(conn: Connection, capacity: usize) -> Self {
         ReadConnection {
             statements: RefCell::new(StatementCache::new(capacity)),
+            writes: RefCell::new(StatementCache::new(capacity)),
             snapshot: RefCell::new(None),
             holding: Cell::new(false),
             refused: None,
@@ -116,17 +121,35 @@ impl ReadConnection {
         sql: &str,
         prepare: impl FnOnce(&Connection) -> Result<RawStatement>,
     ) -> Result<CachedRawStatement<'_>> {
-        let cached = self.statements.borrow_mut().take(sql);
+        self.lend(&self.statements, sql, prepare)
+    }
+
+    /// `statement` for `execute`, from the cache of writes.
+    pub(crate) fn write_statement(
+        &self,
+        sql: &str,
+        prepare: impl FnOnce(&Connection) -> Result<RawStatement>,
+    ) -> Result<CachedRawStatement<'_>> {
+        self.lend(&self.writes, sql, prepare)
+    }
+
+    fn lend<'c>(
+        &'c self,
+        cache: &'c RefCell<StatementCache>,
+        sql: &str,
+        prepare: impl FnOnce(&Connection) -> Result<RawStatement>,
+    ) -> Result<CachedRawStatement<'c>> {
+        let cached = cache.borrow_mut().take(sql);
         let (key, stmt) = match cached {
             Some(hit) => hit,
             None => (sql.to_owned(), prepare(&self.conn)?),
         };
-        Ok(CachedRawStatement { owner: self, lent: Some((key, stmt)) })
+        Ok(CachedRawStatement { cache, lent: Some((key, stmt)) })
     }
 
-    /// Statements held now (tests).
+    /// Statements held now, reads' and writes' (tests).
     pub fn cached_statements(&self) -> usize {
-        self.statements.borrow().entries.len()
+        self.statements.borrow().entries.len() + self.writes.borrow().entries.len()
     }
 }
 
@@ -139,7 +162,8 @@ impl std::ops::Deref for ReadConnection {
 
 /// A statement lent by the cache; reset and returned on drop (also on error and unwind).
 pub(crate) struct CachedRawStatement<'c> {
-    owner: &'c ReadConnection,
+    /// The cache it goes back to.
+    cache: &'c RefCell<StatementCache>,
     /// The SQL text it is cached under, and the statement; `None` only once dropped.
     lent: Option<(String, RawStatement)>,
 }
@@ -157,13 +181,20 @@ impl std::ops::DerefMut for CachedRawStatement<'_> {
     }
 }
 
+impl CachedRawStatement<'_> {
+    /// Finalizes the statement instead of giving it back to the cache.
+    pub(crate) fn discard(mut self) {
+        self.lent = None;
+    }
+}
+
 impl Drop for CachedRawStatement<'_> {
     fn drop(&mut self) {
         if let Some((key, mut stmt)) = self.lent.take() {
             stmt.reset();
-            // A cache borrowed elsewhere (cannot happen: borrows end within `statement`)
+            // A cache borrowed elsewhere (cannot happen: borrows end within `lend`)
             // would only cost this statement.
-            if let Ok(mut cache) = self.owner.statements.try_borrow_mut() {
+            if let Ok(mut cache) = self.cache.try_borrow_mut() {
                 cache.put(key, stmt);
             }
         }

@@ -849,8 +849,9 @@ impl Writer {
         self.schema_version = version;
         if schema_changed {
             // Statements prepared against the old schema re-prepare themselves; rusqlite's
-            // cache is flushed so column lists are read afresh. The reads' own cache
-            // (`ReadConnection`) is kept: reads take column names after their first step.
+            // cache is flushed so column lists are read afresh. The raw caches of reads and of
+            // `execute` (`ReadConnection`) are kept: both take column names after their first
+            // step.
             self.conn.flush_prepared_statement_cache();
         }
         self.listener.committed(changes, schema_changed);
