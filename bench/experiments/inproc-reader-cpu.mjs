@@ -6,28 +6,13 @@
 // Unlike wall time, it leaves out time spent waiting for a CPU on a busy machine.
 //
 //   node bench/experiments/inproc-reader-cpu.mjs <db> <select|json> <rows> <blocks> <reads per block> name=<build dir> name=<build dir> ...
-import { readdirSync, readFileSync } from 'node:fs';
+import { readerThreadsCpuNs as readersCpu } from './reader-threads.mjs';
 import { loadBuilds, median, ratioLine, rotate, withCopies } from './inproc-builds.mjs';
 
 const usage = 'inproc-reader-cpu.mjs <db> <select|json> <rows> <blocks> <reads per block> name=<build dir> ...';
 const [file, kind, rowsArg, blocksArg, perArg, ...specs] = process.argv.slice(2);
 if (kind !== 'select' && kind !== 'json') throw new Error(`usage: ${usage}`);
 const builds = loadBuilds(specs, usage);
-
-/** Nanoseconds on a CPU of every reader thread of the process (ended threads are not counted,
- * and readers live as long as their database). */
-function readersCpu() {
-  let ns = 0;
-  for (const tid of readdirSync('/proc/self/task')) {
-    try {
-      if (!readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').startsWith('quietsqlite-rea')) continue;
-      ns += Number(readFileSync(`/proc/self/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-    } catch {
-      // the thread ended meanwhile
-    }
-  }
-  return ns;
-}
 
 await withCopies(builds, file, async () => {
   const sql = 'SELECT * FROM items WHERE id > ? ORDER BY id LIMIT ?';

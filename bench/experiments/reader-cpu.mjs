@@ -4,8 +4,9 @@
 // PRAGMAS='{"cache_size":-16000}' adds open's `pragmas` (experiment 033). Also prints the
 // wall time per read and the process's peak RSS.
 //   node bench/experiments/reader-cpu.mjs <package root> [select|json]
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { readerThreadsCpuNs } from './reader-threads.mjs';
 const root = process.argv[2];
 const kind = process.argv[3] ?? 'select';
 const require = createRequire(root + '/package.json');
@@ -18,18 +19,7 @@ if (!existsSync(file)) {
 const pragmas = process.env.PRAGMAS ? JSON.parse(process.env.PRAGMAS) : undefined;
 const db = await Database.open(file, pragmas ? { pragmas } : {});
 const sql = 'SELECT * FROM items WHERE id > ? ORDER BY id LIMIT 10000';
-const readerCpu = () => {
-  let ns = 0;
-  for (const t of readdirSync('/proc/self/task')) {
-    try {
-      if (!readFileSync(`/proc/self/task/${t}/comm`, 'utf8').startsWith('quietsqlite-rea')) continue;
-      ns += Number(readFileSync(`/proc/self/task/${t}/schedstat`, 'utf8').split(' ')[0]);
-    } catch {
-      // The thread ended between listing and reading: not counted.
-    }
-  }
-  return ns;
-};
+const readerCpu = readerThreadsCpuNs;
 const run = (i) => (kind === 'json' ? db.selectBytes(sql, [(i * 7919) % 90000]) : db.select(sql, [(i * 7919) % 90000]));
 for (let i = 0; i < 20; i++) await run(i);
 const n = 200;
