@@ -258,9 +258,10 @@ pub fn execute(conn: &ReadConnection, sql: &str, params: &Params) -> Result<Exec
 }
 
 fn execute_unchecked(conn: &ReadConnection, sql: &str, params: &Params) -> Result<ExecOutcome> {
-    // Trimmed, as rusqlite's cache (used here before) trimmed what it prepared: SQLite's
-    // tokenizer refuses white space that Rust's `trim` takes off (a vertical tab, a no-break
-    // space). Errors name the text as it was given.
+    // Trimmed, as rusqlite's cache (used here before) trimmed what it prepared, so that
+    // `execute` reads a statement as it always has: SQLite's tokenizer refuses a vertical tab,
+    // and takes a no-break space for part of a name, where Rust's `trim` takes both off.
+    // A script runs as it always did too, untrimmed. Errors name the text as it was given.
     let text = sql.trim();
     require_statement(text)?;
     // Our cache, not rusqlite's: rusqlite clears a statement's bindings each time it takes
@@ -278,7 +279,7 @@ fn execute_unchecked(conn: &ReadConnection, sql: &str, params: &Params) -> Resul
                 "the SQL text holds several statements; parameters need exactly one".into(),
             ));
         }
-        return execute_script(conn, text, sql);
+        return execute_script(conn, sql);
     }
     bind(&mut *stmt, params).map_err(|e| e.with_sql(sql))?;
     let returned = |stmt: &mut RawStatement| collect(stmt, u32::MAX, RowEncoder::with_names);
@@ -298,19 +299,18 @@ fn execute_unchecked(conn: &ReadConnection, sql: &str, params: &Params) -> Resul
 
 /// Runs every statement of `sql` in order, each prepared only when the ones before it have
 /// run (`DROP TABLE t; CREATE TABLE t(...)`) and stepped to its end. A loop over SQLite's
-/// tail pointer: the number of statements costs no stack. Errors name `given`, the text as
-/// the caller gave it.
-fn execute_script(conn: &Connection, sql: &str, given: &str) -> Result<ExecOutcome> {
+/// tail pointer: the number of statements costs no stack.
+fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
     let before = conn.total_changes();
     let mut at = 0;
     while !is_blank_sql(&sql.as_bytes()[at..]) {
         // SQLite's tail follows a `;` or ends the text: always a character boundary.
         let rest = sql.get(at..).ok_or_else(|| Error::Internal("statement tail inside a character".into()))?;
-        let mut stmt = RawStatement::prepare(conn, rest).map_err(|e| e.with_sql(given))?;
+        let mut stmt = RawStatement::prepare(conn, rest).map_err(|e| e.with_sql(sql))?;
         if crate::statement_rules::is_vacuum(rest) {
-            vacuum(conn, || stmt.run()).map_err(|e| e.with_sql(given))?;
+            vacuum(conn, || stmt.run()).map_err(|e| e.with_sql(sql))?;
         } else {
-            stmt.run().map_err(|e| e.with_sql(given))?;
+            stmt.run().map_err(|e| e.with_sql(sql))?;
         }
         if stmt.tail == 0 {
             break;

@@ -1,7 +1,8 @@
 //! Prepared statements: a registry that maps a statement id to its SQL text, so a front end
 //! sends the text across its boundary once and a small integer on every call after. Each
-//! connection keeps the compiled `sqlite3_stmt` for that text in its own statement cache
-//! (`prepare_cached`), and SQLite re-prepares it by itself after a schema change.
+//! connection keeps the compiled `sqlite3_stmt` for that text in its own statement caches
+//! (the raw caches of `read_connection` for reads and `execute`, rusqlite's for the rest),
+//! and SQLite re-prepares it by itself after a schema change.
 //!
 //! `describe` reports what a statement is (read-only or not, its columns and their declared
 //! types) without running it.
