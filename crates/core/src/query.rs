@@ -602,6 +602,32 @@ mod tests {
         assert_eq!(columns(&conn), 2);
     }
 
+    /// `execute` keeps a single statement's text in its cache, never a script's (its first
+    /// statement alone would run from the cache), and keeps nothing with a capacity of 0.
+    #[test]
+    fn execute_caches_single_statements_only_and_none_at_capacity_zero() {
+        let conn = ReadConnection::new(Connection::open_in_memory().unwrap(), 16);
+        execute(&conn, "CREATE TABLE t(x)", &Params::None).unwrap();
+        let cached = conn.cached_statements();
+        let script = "INSERT INTO t VALUES (1); INSERT INTO t VALUES (2)";
+        for _ in 0..2 {
+            assert_eq!(execute(&conn, script, &Params::None).unwrap().changes, 2);
+        }
+        assert_eq!(conn.cached_statements(), cached, "the script was cached");
+        execute(&conn, "INSERT INTO t VALUES (3)", &Params::None).unwrap();
+        assert_eq!(conn.cached_statements(), cached + 1);
+
+        let none = ReadConnection::new(Connection::open_in_memory().unwrap(), 0);
+        execute(&none, "CREATE TABLE t(x)", &Params::None).unwrap();
+        for i in 0..3 {
+            let params = Params::Positional(vec![crate::Value::Integer(i)].into());
+            execute(&none, "INSERT INTO t VALUES (?)", &params).unwrap();
+        }
+        assert_eq!(none.cached_statements(), 0);
+        let sum: i64 = none.query_row("SELECT sum(x) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(sum, 3);
+    }
+
     /// Run on a thread with a small stack: rusqlite's recursive prepare overflowed 2 MiB
     /// with ~7,000 statements; walking the text must not grow the stack at all.
     fn on_small_stack(f: impl FnOnce() + Send + 'static) {
