@@ -1,6 +1,7 @@
-// What the in-process A/B probes share (inproc-point.mjs, inproc-tx.mjs): several builds
-// loaded in one process, each with its own addon, database handle and threads, run in blocks
-// whose order rotates, so that a slow phase of the machine falls on all of them alike.
+// What the in-process A/B probes share (inproc-point, inproc-range, inproc-eld,
+// inproc-reader-cpu and inproc-tx, all .mjs): several builds loaded in one process, each
+// with its own addon, database handle and threads, run in blocks whose order rotates, so
+// that a slow phase of the machine falls on all of them alike.
 //
 // A build is a directory holding dist/ and native/ (copied from a checkout after `npm run
 // build`), each build a directory of its own: for an A/A run of one build (the method's own
@@ -66,4 +67,16 @@ export async function withCopies(builds, file, fn) {
     for (const b of builds) await b.db?.close();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The bench's range read as the probes run it: `SELECT * FROM items WHERE id > ? ORDER BY id
+ * LIMIT rows`, by `select`, or by `selectBytes` for kind 'json', from a start that read `i`
+ * picks. Returns `(db, i) => Promise` of the rows (or the bytes). */
+export function rangeRead(kind, rows) {
+  const sql = 'SELECT * FROM items WHERE id > ? ORDER BY id LIMIT ?';
+  const span = Math.max(1, 90000 - rows);
+  return (db, i) => {
+    const params = [(i * 7919) % span, rows];
+    return kind === 'json' ? db.selectBytes(sql, params) : db.select(sql, params);
+  };
 }

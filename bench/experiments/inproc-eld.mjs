@@ -9,7 +9,7 @@
 //   node bench/experiments/inproc-eld.mjs <db> <rows> <blocks> <ms per block> name=<build dir> name=<build dir> ...
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { makeToucher, ITEM_COLS } from '../lib/data.mjs';
-import { loadBuilds, median, ratioLine, rotate, withCopies } from './inproc-builds.mjs';
+import { loadBuilds, median, rangeRead, ratioLine, rotate, withCopies } from './inproc-builds.mjs';
 
 const usage = 'inproc-eld.mjs <db> <rows> <blocks> <ms per block> name=<build dir> name=<build dir> ...';
 const [file, rowsArg, blocksArg, msArg, ...specs] = process.argv.slice(2);
@@ -17,16 +17,14 @@ const builds = loadBuilds(specs, usage);
 const touch = makeToucher(ITEM_COLS);
 const RESOLUTION_MS = 1;
 await withCopies(builds, file, async () => {
-  const sql = 'SELECT * FROM items WHERE id > ? ORDER BY id LIMIT ?';
-  const rows = Number(rowsArg);
-  const span = Math.max(1, 90000 - rows);
+  const read = rangeRead('select', Number(rowsArg));
   let sink = 0;
   const run = async (b, seed, ms) => {
     const h = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
     h.enable();
     const end = performance.now() + ms;
     let i = 0;
-    while (performance.now() < end) sink += touch(await b.db.select(sql, [((seed + i++) * 7919) % span, rows]));
+    while (performance.now() < end) sink += touch(await read(b.db, seed + i++));
     h.disable();
     const p99 = Math.max(0, h.percentile(99) / 1e6 - RESOLUTION_MS);
     (b.max ??= []).push(Math.max(0, h.max / 1e6 - RESOLUTION_MS));

@@ -6,24 +6,19 @@
 // Each build reads its own copy of the database (a file with the bench's `items` table, e.g.
 // .tmp/bench/seed-42.db), since each carries its own copy of SQLite.
 //   node bench/experiments/inproc-range.mjs <db> <select|json> <rows> <blocks> <reads per block> name=<build dir> name=<build dir> ...
-import { loadBuilds, median, ratioLine, rotate, withCopies } from './inproc-builds.mjs';
+import { loadBuilds, median, rangeRead, ratioLine, rotate, withCopies } from './inproc-builds.mjs';
 
 const usage = 'inproc-range.mjs <db> <select|json> <rows> <blocks> <reads per block> name=<build dir> name=<build dir> ...';
 const [file, kind, rowsArg, blocksArg, perArg, ...specs] = process.argv.slice(2);
 if (kind !== 'select' && kind !== 'json') throw new Error(`usage: ${usage}`);
 const builds = loadBuilds(specs, usage);
 await withCopies(builds, file, async () => {
-  const sql = 'SELECT * FROM items WHERE id > ? ORDER BY id LIMIT ?';
-  const rows = Number(rowsArg);
+  const read = rangeRead(kind, Number(rowsArg));
   const per = Number(perArg);
-  const span = 90000 - rows;
   let sink = 0;
   const run = async (db, n, seed) => {
     const t0 = performance.now();
-    for (let i = 0; i < n; i++) {
-      const params = [((seed + i) * 7919) % span, rows];
-      sink += kind === 'json' ? (await db.selectBytes(sql, params)).length : (await db.select(sql, params)).length;
-    }
+    for (let i = 0; i < n; i++) sink += (await read(db, seed + i)).length;
     return (performance.now() - t0) / n;
   };
   for (const b of builds) await run(b.db, 20, 1);
