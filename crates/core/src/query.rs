@@ -234,12 +234,16 @@ pub(crate) fn is_blank_sql(s: &[u8]) -> bool {
     skip_blank(s).is_empty()
 }
 
+/// SQLite's white space (`sqlite3Isspace`): Rust's ASCII set and the vertical tab.
+fn is_sqlite_space(c: u8) -> bool {
+    c.is_ascii_whitespace() || c == 0x0b
+}
+
 /// `s` after its leading white space, semicolons and comments.
 pub(crate) fn skip_blank(mut s: &[u8]) -> &[u8] {
     loop {
         match s {
-            // SQLite's white space: Rust's ASCII set and the vertical tab.
-            [c, rest @ ..] if c.is_ascii_whitespace() || *c == 0x0b || *c == b';' => s = rest,
+            [c, rest @ ..] if is_sqlite_space(*c) || *c == b';' => s = rest,
             [b'-', b'-', rest @ ..] => {
                 s = rest.iter().position(|&c| c == b'\n').map_or(&[][..], |i| &rest[i + 1..]);
             }
@@ -305,6 +309,9 @@ fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
     let mut at = 0;
     while !is_blank_sql(&sql.as_bytes()[at..]) {
         // SQLite's tail follows a `;` or ends the text: always a character boundary.
+        // SQLite's tokenizer refuses a vertical tab, which `sqlite3_exec` skips between
+        // statements as white space: skip it here too, with the rest of the white space.
+        at += sql.as_bytes()[at..].iter().take_while(|&&c| is_sqlite_space(c)).count();
         let rest = sql.get(at..).ok_or_else(|| Error::Internal("statement tail inside a character".into()))?;
         let mut stmt = RawStatement::prepare(conn, rest).map_err(|e| e.with_sql(sql))?;
         if crate::statement_rules::is_vacuum(rest) {
@@ -650,6 +657,19 @@ mod tests {
                 assert!(matches!(r, Err(Error::Range(_))), "{r:?}");
             }
         });
+    }
+
+    /// SQLite's tokenizer refuses a vertical tab, but its own script runner (`sqlite3_exec`)
+    /// skips one between statements as white space: a script with one runs whole, as there.
+    #[test]
+    fn a_vertical_tab_between_statements_is_white_space() {
+        let conn = ReadConnection::new(Connection::open_in_memory().unwrap(), 16);
+        execute(&conn, "CREATE TABLE t(x)", &Params::None).unwrap();
+        for sql in ["INSERT INTO t VALUES (1);\u{0b}INSERT INTO t VALUES (2)", "\u{0b}INSERT INTO t VALUES (3); \u{0b}\n\u{0b}INSERT INTO t VALUES (4);\u{0b}"] {
+            execute(&conn, sql, &Params::None).unwrap_or_else(|e| panic!("{sql:?}: {e:?}"));
+        }
+        let n: i64 = conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 4);
     }
 
     #[test]
