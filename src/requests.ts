@@ -448,8 +448,9 @@ export class Requests {
   }
 
   /**
-   * A request was aborted (signal or timeout). A queued one never runs; it rejects now. A
-   * running read rejects now (its result no longer matters) and is interrupted natively. A
+   * A request was aborted (signal or timeout). A queued one never runs; it rejects now (a
+   * transaction's on a later turn). A running read rejects then too (its result no longer
+   * matters) and is interrupted natively. A
    * running write is interrupted and its outcome decides: if it finished first, its changes
    * stand and it resolves; otherwise nothing of it remains and it rejects with `reason`.
    */
@@ -461,6 +462,14 @@ export class Requests {
     const write = p.kind === Kind.Execute || p.kind === Kind.Batch || p.kind === Kind.Backup;
     if (write && outcome !== CancelOutcome.Dropped) {
       p.abortReason = { reason };
+      return;
+    }
+    // A transaction's request settles where a failure a poll took does (`keepForLater`): an
+    // abort a microtask after the body returned came before the body's end was seen, and the
+    // writes around the dropped one committed without it.
+    if (p.tracker !== undefined && afterThisTurn !== undefined) {
+      p.abortReason = { reason };
+      this.keepForLater({ id, p, failure: { native: false, reason }, value: undefined });
       return;
     }
     this.pending.delete(id);
@@ -732,8 +741,8 @@ export class Requests {
 
   /**
    * Keeps a result of a transaction's request for a later turn of the event loop: a failure
-   * taken by a poll, and every result of a transaction's request after it, so that they
-   * settle in the order the writer ran them. A body's end is seen when its promise settles,
+   * taken by a poll or made by an abort, and every result of a transaction's request after
+   * it, so that they settle in the order the writer ran them. A body's end is seen when its promise settles,
    * and a failure that comes before is the body's to handle (docs/api.md, "What the body
    * leaves running"). A poll takes results a few microtasks after their send, which can be
    * before the promise of a body that fired writes and returned at once has settled (it

@@ -521,6 +521,51 @@ test('a body that fires writes and returns at once is all or nothing, however ma
   await db.close();
 });
 
+test('a request the body left queued, whose signal aborts within microtasks of its return, rolls the transaction back', { timeout: 30_000 }, async () => {
+  // An abort drops a queued request at once. Its failure came a microtask or two after the
+  // body returned, before the transaction had seen the body's end: it counted as one the body
+  // had handled, and the writes around it committed without it (a transfer half done).
+  const db = await fresh();
+  await db.execute('CREATE TABLE acct(id INTEGER PRIMARY KEY, bal INTEGER NOT NULL)');
+  const slow = 'INSERT INTO t(v) WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000) SELECT x FROM c';
+  const transfer = (tx, signal, later) => {
+    tx.execute(slow).catch(() => {}); // keeps the next write queued
+    tx.execute('UPDATE acct SET bal = bal - 10 WHERE id = 1', [], { signal }).catch(() => {});
+    tx.execute('UPDATE acct SET bal = bal + 10 WHERE id = 2').catch(() => {});
+    later();
+    return 'done';
+  };
+  const abortAfter = (controller, microtasks) => () => {
+    const step = (n) => (n === 0 ? controller.abort(new Error('cancel the transfer')) : queueMicrotask(() => step(n - 1)));
+    queueMicrotask(() => step(microtasks));
+  };
+  const outcomes = {};
+  for (const shape of ['async body', 'plain body', 'nested body']) {
+    for (const microtasks of [0, 1, 2]) {
+      for (let i = 0; i < 5; i++) {
+        await db.execute('DELETE FROM acct');
+        await db.execute('INSERT INTO acct VALUES (1, 100), (2, 100)');
+        const controller = new AbortController();
+        const later = abortAfter(controller, microtasks);
+        const run =
+          shape === 'async body'
+            ? db.transaction(async (tx) => transfer(tx, controller.signal, later))
+            : shape === 'plain body'
+              ? db.transaction((tx) => transfer(tx, controller.signal, later))
+              : db.transaction(async (tx) => tx.transaction(async (inner) => transfer(inner, controller.signal, later)).catch((err) => Promise.reject(err)));
+        const outcome = await run.then(() => 'resolved', (err) => err.message);
+        const [{ sum, moved }] = await db.select('SELECT sum(bal) AS sum, max(bal) > 100 AS moved FROM acct');
+        const key = `${shape}, ${microtasks}: ${outcome}, ${sum === 200 && moved === 0 ? 'nothing moved' : `sum ${sum}`}`;
+        outcomes[key] = (outcomes[key] ?? 0) + 1;
+      }
+    }
+  }
+  const expected = {};
+  for (const shape of ['async body', 'plain body', 'nested body']) for (const m of [0, 1, 2]) expected[`${shape}, ${m}: cancel the transfer, nothing moved`] = 5;
+  assert.deepEqual(outcomes, expected);
+  await db.close();
+});
+
 test("a transaction's requests settle in the order they ran, so a failure the body handled before it returned commits", { timeout: 20_000 }, async () => {
   // The writer runs a transaction's requests in order. A failure held for a later turn (the
   // test above) let a later request's result overtake it: the body saw its count, returned,
