@@ -204,6 +204,19 @@ test('a column read only in WHERE counts as read', async (t) => {
   rec.unsubscribe();
 });
 
+test("an index's key columns count as read: without a full ORDER BY, rows come in its order", async (t) => {
+  // SQLite answers `SELECT a FROM o LIMIT 1` from the covering index on (b, a): an UPDATE of
+  // b changed which row comes first, and the stream, depending on a alone, kept the old one.
+  const db = await fileDb(t, "CREATE TABLE o(a, b, pad); CREATE INDEX o_ba ON o(b, a); INSERT INTO o VALUES (1, 1, 'x'), (2, 2, 'x')");
+  const rec = await recordFirst(db.stream('SELECT a FROM o LIMIT 1'));
+  assert.deepStrictEqual(rec.last, [{ a: 1 }]);
+  const next = nextEmission(rec);
+  await db.execute('UPDATE o SET b = 5 WHERE a = 1');
+  assert.deepStrictEqual(await next, await db.select('SELECT a FROM o LIMIT 1'));
+  assert.deepStrictEqual(rec.last, [{ a: 2 }]);
+  rec.unsubscribe();
+});
+
 test('INSERT and DELETE on a table read always count, even for count(*)', async (t) => {
   const db = await fileDb(t, TODOS);
   const count = await recordFirst(db.stream('SELECT count(*) AS n FROM todos'));
@@ -342,6 +355,25 @@ test('a re-run whose result did not change sends nothing', async (t) => {
   });
   await assertQuiet(rec, QUIET_MS, 'the result is the same as the last emitted one');
   assert.equal(liveStats(db).reruns, runs + 1, 'the query did re-run');
+  rec.unsubscribe();
+});
+
+test('an empty result stays unsent when only its column names change (no rows show them)', async (t) => {
+  // The change check hashed the encoded result, column names included: a schema change
+  // re-ran `SELECT *` over an empty table and sent `[]` again after each ADD or RENAME COLUMN.
+  const db = await fileDb(t, 'CREATE TABLE t(a, b)');
+  const rec = await recordFirst(db.stream('SELECT * FROM t'));
+  const runs = liveStats(db).reruns;
+  await db.execute('ALTER TABLE t ADD COLUMN c');
+  await assertQuiet(rec, QUIET_MS, 'after ADD COLUMN');
+  await db.execute('ALTER TABLE t RENAME COLUMN b TO bb');
+  await assertQuiet(rec, QUIET_MS, 'after RENAME COLUMN');
+  assert.ok(liveStats(db).reruns >= runs + 2, 'the schema changes re-ran the query');
+  // Rows show the names: the next result with one is sent, with the new names.
+  const next = nextEmission(rec);
+  await db.execute('INSERT INTO t VALUES (1, 2, 3)');
+  assert.deepStrictEqual(await next, [{ a: 1, bb: 2, c: 3 }]);
+  assert.deepStrictEqual(rec.emissions, [[], [{ a: 1, bb: 2, c: 3 }]]);
   rec.unsubscribe();
 });
 

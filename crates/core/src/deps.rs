@@ -112,6 +112,8 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
     prepared?;
 
     let mut columns_of: HashMap<String, Option<Option<Vec<String>>>> = HashMap::new();
+    // The schema and table names of each stored table, as SQLite reported them.
+    let mut names_of: HashMap<String, (String, String)> = HashMap::new();
     let mut deps = Dependencies::new();
     if collector.pragma {
         deps.entry(ANY_STATE.to_owned()).or_default().any_column = true;
@@ -138,6 +140,7 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
             deps.entry(ANY_TABLE.to_owned()).or_default().any_column = true;
             continue;
         };
+        names_of.entry(key.clone()).or_insert_with(|| (schema.clone(), table.clone()));
         let dep = deps.entry(key).or_default();
         if column.is_empty() {
             // count(*) and the like read no column: only INSERT and DELETE matter.
@@ -152,7 +155,50 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
             None => dep.any_column = true,
         }
     }
+    for (key, (schema, table)) in &names_of {
+        if let Some(dep) = deps.get_mut(key) {
+            if !dep.columns.is_empty() && !dep.any_column {
+                add_index_keys(conn, schema, table, dep);
+            }
+        }
+    }
     Ok(deps)
+}
+
+/// Adds the key columns of the table's indexes (its primary key's, for a WITHOUT ROWID
+/// table) to what a query that reads some of its columns reads. Without a full `ORDER BY`,
+/// rows come in the order of whichever index SQLite scans, and a `LIMIT` keeps the first
+/// ones: `SELECT a FROM c LIMIT 1` answered from an index on `(b, a)` changes when `b` does,
+/// though it names no `b`. Every index counts, not only the one the plan uses now: a plan
+/// may change (statistics, a re-preparation), and the dependencies are derived once. A
+/// query that reads no column of the table (`count(*)`) sees no order. An index on an
+/// expression makes any UPDATE count, as a read SQLite cannot name does.
+fn add_index_keys(conn: &Connection, schema: &str, table: &str, dep: &mut TableDep) {
+    let Some(keys) = index_keys(conn, schema, table) else {
+        dep.any_column = true;
+        return;
+    };
+    for cid in keys {
+        match usize::try_from(cid) {
+            Ok(c) => {
+                if !dep.columns.contains(&c) {
+                    dep.columns.push(c);
+                }
+            }
+            // The rowid (-1) changes only with whole rows; an expression (-2) may read any
+            // column.
+            Err(_) if cid == -1 => {}
+            Err(_) => dep.any_column = true,
+        }
+    }
+}
+
+/// The key columns (`cid`s) of every index of a table; None if SQLite could not list them.
+fn index_keys(conn: &Connection, schema: &str, table: &str) -> Option<Vec<i64>> {
+    let sql = "SELECT x.cid FROM pragma_index_list(?1, ?2) AS l, pragma_index_xinfo(l.name, ?2) AS x WHERE x.key";
+    let mut stmt = conn.prepare(sql).ok()?;
+    let rows = stmt.query_map([table, schema], |r| r.get::<_, i64>(0)).ok()?;
+    rows.collect::<rusqlite::Result<Vec<i64>>>().ok()
 }
 
 /// Column names of a stored table in storage order; `Some(None)` for a virtual table; None
@@ -210,6 +256,29 @@ mod tests {
         c.execute_batch("CREATE VIRTUAL TABLE docs USING fts5(body)").unwrap();
         let d = dependencies(&c, "SELECT body FROM docs WHERE docs MATCH 'x'").unwrap();
         assert!(d.contains_key(ANY_TABLE), "{d:?}");
+    }
+
+    /// Without a full ORDER BY, rows come in an index's order, and a LIMIT keeps the first:
+    /// an index's key columns count as read by a query that reads the table's columns.
+    #[test]
+    fn the_key_columns_of_a_tables_indexes_count_as_read() {
+        let c = conn();
+        c.execute_batch(
+            "CREATE TABLE o(a, b, pad); CREATE INDEX o_ba ON o(b, a);
+             CREATE TABLE w(k PRIMARY KEY, v) WITHOUT ROWID;
+             CREATE TABLE e(x, y, z); CREATE INDEX e_lower ON e(lower(y));",
+        )
+        .unwrap();
+        let cols = |sql: &str, table: &str| {
+            let d = dependencies(&c, sql).unwrap();
+            let dep = &d[table];
+            (dep.columns.iter().copied().collect::<std::collections::BTreeSet<_>>(), dep.any_column)
+        };
+        assert_eq!(cols("SELECT a FROM o LIMIT 1", "main.o"), ([0, 1].into(), false));
+        assert_eq!(cols("SELECT v FROM w", "main.w"), ([0, 1].into(), false));
+        assert_eq!(cols("SELECT x FROM e", "main.e"), ([0].into(), true));
+        // count(*) reads no column and sees no order: only INSERT and DELETE re-run it.
+        assert_eq!(cols("SELECT count(*) FROM o", "main.o"), ([].into(), false));
     }
 
     #[test]

@@ -27,6 +27,17 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub type SubscriptionId = u32;
+
+/// What a subscriber holds, for the check that sends nothing unchanged. The encoding carries
+/// the column names, which only rows show: every empty result is the same one (a schema
+/// change re-ran `SELECT *` over an empty table and sent `[]` again).
+fn result_hash(rows: &EncodedRows) -> u64 {
+    if rows.rows == 0 {
+        0
+    } else {
+        xxhash_rust::xxh3::xxh3_64(&rows.bytes)
+    }
+}
 type GroupId = u64;
 
 /// Re-runs shorter than this are never delayed.
@@ -512,7 +523,7 @@ impl Shared {
         g.last_epoch = g.run_epoch;
         match outcome {
             Ok(rows) => {
-                let hash = xxhash_rust::xxh3::xxh3_64(&rows.bytes);
+                let hash = result_hash(&rows);
                 let same = g.last.as_ref().is_some_and(|l| l.hash == hash && l.rows == rows.rows);
                 if same {
                     skipped = true;
