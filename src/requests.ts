@@ -467,9 +467,13 @@ export class Requests {
     // A transaction's request settles where a failure a poll took does (`keepForLater`): an
     // abort a microtask after the body returned came before the body's end was seen, and the
     // writes around the dropped one committed without it.
+    // A read whose result is already held behind a failure gives its place to the abort.
     if (p.tracker !== undefined && afterThisTurn !== undefined) {
       p.abortReason = { reason };
-      this.keepForLater({ id, p, failure: { native: false, reason }, value: undefined });
+      const aborted: Held = { id, p, failure: { native: false, reason }, value: undefined };
+      const at = this.held.findIndex((h) => h.p === p);
+      if (at >= 0) this.held[at] = aborted;
+      else this.keepForLater(aborted);
       return;
     }
     this.pending.delete(id);

@@ -566,6 +566,32 @@ test('a request the body left queued, whose signal aborts within microtasks of i
   await db.close();
 });
 
+test("a transaction's read aborted while its result waits behind a failure rejects with the abort reason", { timeout: 20_000 }, async () => {
+  // A failure taken by a poll holds the results after it for a later turn. An abort that came
+  // meanwhile was held behind the read's own result, which then settled it: the read
+  // resolved although its signal had aborted.
+  const db = await fresh();
+  const reason = new Error('stop the read');
+  const outcomes = {};
+  for (const microtasks of [5, 20, 80]) {
+    for (let i = 0; i < 10; i++) {
+      const out = await db.transaction(async (tx) => {
+        const controller = new AbortController();
+        const failed = tx.execute('INSERT INTO nosuch VALUES (1)').then(() => 'ok', () => 'failed');
+        const read = tx.select('SELECT 1 AS one', [], { signal: controller.signal }).then(() => 'read resolved', (err) => (err === reason ? 'read rejected' : err.message));
+        await new Promise((resolve) => {
+          const step = (n) => (n === 0 ? (controller.abort(reason), resolve()) : queueMicrotask(() => step(n - 1)));
+          step(microtasks);
+        });
+        return `${await failed}, ${await read}`;
+      });
+      outcomes[out] = (outcomes[out] ?? 0) + 1;
+    }
+  }
+  assert.deepEqual(outcomes, { 'failed, read rejected': 30 });
+  await db.close();
+});
+
 test("a transaction's requests settle in the order they ran, so a failure the body handled before it returned commits", { timeout: 20_000 }, async () => {
   // The writer runs a transaction's requests in order. A failure held for a later turn (the
   // test above) let a later request's result overtake it: the body saw its count, returned,
