@@ -450,9 +450,9 @@ export class Requests {
   /**
    * A request was aborted (signal or timeout). A queued one never runs; it rejects now (a
    * transaction's on a later turn). A running read rejects then too (its result no longer
-   * matters) and is interrupted natively. A
-   * running write is interrupted and its outcome decides: if it finished first, its changes
-   * stand and it resolves; otherwise nothing of it remains and it rejects with `reason`.
+   * matters) and is interrupted natively. A running write is interrupted and its outcome
+   * decides: if it finished first, its changes stand and it resolves; otherwise nothing of
+   * it remains and it rejects with `reason`.
    */
   private abort(id: number, p: Pending, reason: unknown): void {
     if (this.pending.get(id) !== p || p.abortReason !== undefined) return;
@@ -746,9 +746,9 @@ export class Requests {
   /**
    * Keeps a result of a transaction's request for a later turn of the event loop: a failure
    * taken by a poll or made by an abort, and every result of a transaction's request after
-   * it, so that they settle in the order the writer ran them. A body's end is seen when its promise settles,
-   * and a failure that comes before is the body's to handle (docs/api.md, "What the body
-   * leaves running"). A poll takes results a few microtasks after their send, which can be
+   * it, so that they settle in the order the writer ran them. A body's end is seen when its
+   * promise settles, and a failure that comes before is the body's to handle (docs/api.md,
+   * "What the body leaves running"). A poll takes results a few microtasks after their send, which can be
    * before the promise of a body that fired writes and returned at once has settled (it
    * wraps another function's promise, say): such a body's failed write counted as handled,
    * and the rest committed. No body's promise waits for a later turn, so a failure delivered

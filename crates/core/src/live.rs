@@ -27,6 +27,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub type SubscriptionId = u32;
+type GroupId = u64;
 
 /// What a subscriber holds, for the check that sends nothing unchanged. The encoding carries
 /// the column names, which only rows show: every empty result is the same one (a schema
@@ -38,7 +39,6 @@ fn result_hash(rows: &EncodedRows) -> u64 {
         xxhash_rust::xxh3::xxh3_64(&rows.bytes)
     }
 }
-type GroupId = u64;
 
 /// Re-runs shorter than this are never delayed.
 const THROTTLE_FLOOR: Duration = Duration::from_millis(1);
