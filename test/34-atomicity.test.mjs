@@ -566,6 +566,49 @@ test('a request the body left queued, whose signal aborts within microtasks of i
   await db.close();
 });
 
+test('a request the caller cancelled and awaited before the end leaves the rest to commit; one not yet rejected rolls back', { timeout: 20_000 }, async () => {
+  // docs/api.md: a cancelled request counts as in flight until its promise has rejected
+  // (the next turn, in a transaction): await it first to commit without it.
+  const db = await fresh();
+  const slow = 'INSERT INTO t(v) WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000) SELECT -x FROM c';
+  const run = async (awaitIt, useHandle) => {
+    await db.execute('DELETE FROM t');
+    const controller = new AbortController();
+    const work = async (q) => {
+      q.execute(slow).catch(() => {}); // keeps the next write queued
+      const dropped = q.execute("INSERT INTO t(v) VALUES ('dropped')", [], { signal: controller.signal });
+      dropped.catch(() => {});
+      q.execute("INSERT INTO t(v) VALUES ('kept')").catch(() => {});
+      controller.abort(new Error('not this one'));
+      if (awaitIt) await dropped.catch(() => {});
+    };
+    let outcome;
+    if (useHandle) {
+      const h = await db.begin();
+      await work(h);
+      outcome = await h.commit().then(() => 'committed', (err) => err.message);
+    } else {
+      outcome = await db.transaction(work).then(() => 'committed', (err) => err.message);
+    }
+    const rows = await db.select("SELECT v FROM t WHERE typeof(v) = 'text' ORDER BY v");
+    return `${outcome}: ${rows.map((r) => r.v).join(',') || 'none'}`;
+  };
+  const seen = {};
+  for (const useHandle of [false, true]) {
+    for (const awaitIt of [true, false]) {
+      const key = `${useHandle ? 'handle' : 'body'}, ${awaitIt ? 'awaited' : 'not awaited'}: ${await run(awaitIt, useHandle)}`;
+      seen[key] = (seen[key] ?? 0) + 1;
+    }
+  }
+  assert.deepEqual(seen, {
+    'body, awaited: committed: kept': 1,
+    'body, not awaited: not this one: none': 1,
+    'handle, awaited: committed: kept': 1,
+    'handle, not awaited: not this one: none': 1,
+  });
+  await db.close();
+});
+
 test("a transaction's read aborted while its result waits behind a failure rejects with the abort reason", { timeout: 20_000 }, async () => {
   // A failure taken by a poll holds the results after it for a later turn. An abort that came
   // meanwhile was held behind the read's own result, which then settled it: the read
