@@ -302,6 +302,33 @@ test('aggregates: start, step, result; empty groups; a throwing step', async () 
   assert.throws(() => db.aggregate('w', { step: async () => 1 }), /synchronous/);
 });
 
+test("a result() that throws while SQLite cleans up after a failed call neither replaces that call's error nor outlives it", async () => {
+  // The failed call's error was kept in one slot on the connection's thread: the aggregate's
+  // result(), called by SQLite's cleanup, threw and took the slot. The statement then failed
+  // with a plain SqliteError, and a later query that failed with result()'s message (an
+  // unrelated missing table) was handed result()'s error instead of its own.
+  const db = await fresh();
+  const thrown = new RangeError('boom');
+  db.function('boom', (x) => {
+    if (x === 3) throw thrown;
+    return x;
+  });
+  db.aggregate('at_least_100', {
+    start: 0,
+    step: (acc, x) => acc + x,
+    result: (acc) => {
+      if (acc < 100) throw new Error('no such table: nope');
+      return acc;
+    },
+  });
+  const sql = `${COUNT_TO(5)}SELECT at_least_100(boom(x)) AS v FROM c`;
+  await assert.rejects(db.select(sql), (e) => e === thrown);
+  await assert.rejects((async () => (await db.execute(sql)).rows)(), (e) => e === thrown);
+  await assert.rejects(db.select('SELECT * FROM nope'), (e) => e instanceof SqliteError && e.code === 'SQLITE_ERROR');
+  await assert.rejects(db.execute('SELECT * FROM nope'), (e) => e instanceof SqliteError && e.code === 'SQLITE_ERROR');
+  await db.close();
+});
+
 test('an aggregate with inverse is a window function', async () => {
   const db = await fresh();
   await db.executeBatch('INSERT INTO t(v) VALUES (?)', [[1], [2], [3], [4], [5]]);

@@ -8,7 +8,7 @@
 //!
 //! A function's body lives in the front end (JavaScript): the connection thread hands the
 //! call to an `Invoke` and blocks until it answers. When a call fails, the front end's error
-//! is kept on this thread (`FAILURE`) and replaces SQLite's generic copy of its message where
+//! is kept on this thread (`FAILURES`) and replaces SQLite's generic copy of its message where
 //! the statement's error is converted (`Error::from_rusqlite`), so the caller sees the
 //! original error.
 
@@ -309,20 +309,28 @@ impl Catalog {
 // ---- calls ----
 
 thread_local! {
-    /// The error of the last function call on this thread that failed, until the statement's
-    /// error is converted (see `take_failure`).
-    static FAILURE: RefCell<Option<Error>> = const { RefCell::new(None) };
+    /// The errors of the function calls on this thread that failed since a statement's error
+    /// was last converted (see `take_failure`), oldest first. Not only the last: once a call
+    /// fails, SQLite cleans the statement up, and an aggregate's final call made then may
+    /// fail too; its error replaced the statement's own, and stayed for a later statement
+    /// with that message to take.
+    static FAILURES: RefCell<Vec<Error>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The failed call's own error, if SQLite's message `message` is the copy of it that the
-/// function reported. Taken once.
+/// Failures kept at most between two conversions: calls that fail while SQLite cleans up a
+/// statement that no error ends (a read stopped early, then reset) are never taken, and
+/// stay until the next conversion.
+const FAILURES_KEPT: usize = 8;
+
+/// The failed call's own error, if SQLite's message `message` is the copy of one that a
+/// function reported. Every failure kept is let go either way: none belongs to a later
+/// statement.
 pub(crate) fn take_failure(message: &str) -> Option<Error> {
-    FAILURE.with(|f| {
-        let mut slot = f.borrow_mut();
-        match slot.as_ref() {
-            Some(e) if failure_text(e) == message => slot.take(),
-            _ => None,
-        }
+    FAILURES.with(|f| {
+        let mut kept = f.borrow_mut();
+        let found = kept.iter().position(|e| failure_text(e) == message).map(|i| kept.swap_remove(i));
+        kept.clear();
+        found
     })
 }
 
@@ -353,7 +361,16 @@ fn call(def: &Definition, op: Op, state: u64, args: Vec<Value>) -> rusqlite::Res
     let outcome = def.invoker.invoke(Call { op, function: def.id, name: &def.name, state, args });
     outcome.map_err(|e| {
         let text = failure_text(&e);
-        FAILURE.with(|f| *f.borrow_mut() = Some(e));
+        FAILURES.with(|f| {
+            let mut kept = f.borrow_mut();
+            // Full: the newest takes the last place, so that both the first failure of a
+            // statement and one made after failures nobody took are still there.
+            if kept.len() < FAILURES_KEPT {
+                kept.push(e);
+            } else {
+                kept[FAILURES_KEPT - 1] = e;
+            }
+        });
         rusqlite::Error::UserFunctionError(Box::new(Failed(text)))
     })
 }
@@ -428,7 +445,10 @@ mod tests {
                     *sums.entry(call.state).or_default() += n;
                     Ok(Value::Null)
                 }
-                (Op::Final, _) => Ok(Value::Integer(sums.remove(&call.state).unwrap_or(0))),
+                (Op::Final, _) => match sums.remove(&call.state).unwrap_or(0) {
+                    n if n < 0 => Err(Error::Thrown { message: "no negative totals".into(), token: 8 }),
+                    n => Ok(Value::Integer(n)),
+                },
                 _ => Ok(Value::Null),
             }
         }
@@ -487,6 +507,12 @@ mod tests {
         assert_eq!(conn.query_row(sum, [], |r| r.get::<_, i64>(0)).unwrap(), 6);
         let e = Error::from(conn.query_row("SELECT twice('a')", [], |r| r.get::<_, i64>(0)).unwrap_err());
         assert_eq!(e, Error::Thrown { message: "no text here".into(), token: 7 });
+        // A failure while SQLite cleans up after the first (the aggregate's final call, which
+        // fails too) neither replaces the first nor stays behind for a later statement.
+        let both = "WITH v(x) AS (VALUES (-1), ('a')) SELECT total(twice(x)) FROM v";
+        let e = Error::from(conn.query_row(both, [], |r| r.get::<_, i64>(0)).unwrap_err());
+        assert_eq!(e, Error::Thrown { message: "no text here".into(), token: 7 });
+        assert_eq!(take_failure("no negative totals"), None);
         // Nothing new: a sync is a no-op, and the record survives.
         catalog.sync(&conn).unwrap();
         assert_eq!(with_applied(&conn, |a| a.applied).unwrap(), 2);
