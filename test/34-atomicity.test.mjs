@@ -552,7 +552,7 @@ test('a request the body left queued, whose signal aborts within microtasks of i
             ? db.transaction(async (tx) => transfer(tx, controller.signal, later))
             : shape === 'plain body'
               ? db.transaction((tx) => transfer(tx, controller.signal, later))
-              : db.transaction(async (tx) => tx.transaction(async (inner) => transfer(inner, controller.signal, later)).catch((err) => Promise.reject(err)));
+              : db.transaction(async (tx) => tx.transaction(async (inner) => transfer(inner, controller.signal, later)));
         const outcome = await run.then(() => 'resolved', (err) => err.message);
         const [{ sum, moved }] = await db.select('SELECT sum(bal) AS sum, max(bal) > 100 AS moved FROM acct');
         const key = `${shape}, ${microtasks}: ${outcome}, ${sum === 200 && moved === 0 ? 'nothing moved' : `sum ${sum}`}`;

@@ -302,12 +302,12 @@ test('aggregates: start, step, result; empty groups; a throwing step', async () 
   assert.throws(() => db.aggregate('w', { step: async () => 1 }), /synchronous/);
 });
 
-test("a result() that throws while SQLite cleans up after a failed call neither replaces that call's error nor outlives it", async () => {
+test("a result() that throws while SQLite cleans up after a failed call neither replaces that call's error nor outlives its statement", async () => {
   // The failed call's error was kept in one slot on the connection's thread: the aggregate's
   // result(), called by SQLite's cleanup, threw and took the slot. The statement then failed
   // with a plain SqliteError, and a later query that failed with result()'s message (an
   // unrelated missing table) was handed result()'s error instead of its own.
-  const db = await fresh();
+  const db = await fresh({ readers: 1 });
   const thrown = new RangeError('boom');
   db.function('boom', (x) => {
     if (x === 3) throw thrown;
@@ -326,6 +326,13 @@ test("a result() that throws while SQLite cleans up after a failed call neither 
   await assert.rejects((async () => (await db.execute(sql)).rows)(), (e) => e === thrown);
   await assert.rejects(db.select('SELECT * FROM nope'), (e) => e instanceof SqliteError && e.code === 'SQLITE_ERROR');
   await assert.rejects(db.execute('SELECT * FROM nope'), (e) => e instanceof SqliteError && e.code === 'SQLITE_ERROR');
+  // A read interrupted by its timeout: result() throws during the cleanup, and no error of
+  // the statement takes that failure. The next statement on the thread must not either.
+  const slow = `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 50000000) SELECT at_least_100(x) AS v FROM c`;
+  for (let i = 0; i < 3; i++) {
+    await assert.rejects(db.select(slow, [], { timeoutMs: 30 }), (e) => e.name === 'TimeoutError');
+    await assert.rejects(db.select('SELECT * FROM nope'), (e) => e instanceof SqliteError && e.code === 'SQLITE_ERROR');
+  }
   await db.close();
 });
 

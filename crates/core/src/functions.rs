@@ -8,7 +8,7 @@
 //!
 //! A function's body lives in the front end (JavaScript): the connection thread hands the
 //! call to an `Invoke` and blocks until it answers. When a call fails, the front end's error
-//! is kept on this thread (`FAILURES`) and replaces SQLite's generic copy of its message where
+//! is kept on this thread (`FAILURE`) and replaces SQLite's generic copy of its message where
 //! the statement's error is converted (`Error::from_rusqlite`), so the caller sees the
 //! original error.
 
@@ -309,29 +309,24 @@ impl Catalog {
 // ---- calls ----
 
 thread_local! {
-    /// The errors of the function calls on this thread that failed since a statement's error
-    /// was last converted (see `take_failure`), oldest first. Not only the last: once a call
-    /// fails, SQLite cleans the statement up, and an aggregate's final call made then may
-    /// fail too; its error replaced the statement's own, and stayed for a later statement
-    /// with that message to take.
-    static FAILURES: RefCell<Vec<Error>> = const { RefCell::new(Vec::new()) };
+    /// The first error of a function call that failed in the statement this thread runs now
+    /// (`forget_failures` empties it as each statement starts). The first, not the last:
+    /// once a call fails, SQLite cleans the statement up, and an aggregate's result() called
+    /// then may fail too, with an error that is not the statement's.
+    static FAILURE: RefCell<Option<Error>> = const { RefCell::new(None) };
 }
 
-/// Failures kept at most between two conversions: calls that fail while SQLite cleans up a
-/// statement that no error ends (a read stopped early, then reset) are never taken, and
-/// stay until the next conversion.
-const FAILURES_KEPT: usize = 8;
+/// A statement of user SQL starts on this thread (`statement_rules::under`): no failure of an
+/// earlier one (a read interrupted while SQLite cleaned it up, say, whose error was never
+/// converted) may be taken for one of its own.
+pub(crate) fn forget_failures() {
+    let _ = FAILURE.try_with(|f| f.borrow_mut().take());
+}
 
-/// The failed call's own error, if SQLite's message `message` is the copy of one that a
-/// function reported. Every failure kept is let go either way: none belongs to a later
-/// statement.
+/// The failed call's own error, if SQLite's message `message` is the copy of it that the
+/// function reported. Taken once.
 pub(crate) fn take_failure(message: &str) -> Option<Error> {
-    FAILURES.with(|f| {
-        let mut kept = f.borrow_mut();
-        let found = kept.iter().position(|e| failure_text(e) == message).map(|i| kept.swap_remove(i));
-        kept.clear();
-        found
-    })
+    FAILURE.with(|f| f.borrow_mut().take().filter(|e| failure_text(e) == message))
 }
 
 /// The text SQLite keeps for a failed call (what `take_failure` compares).
@@ -361,15 +356,8 @@ fn call(def: &Definition, op: Op, state: u64, args: Vec<Value>) -> rusqlite::Res
     let outcome = def.invoker.invoke(Call { op, function: def.id, name: &def.name, state, args });
     outcome.map_err(|e| {
         let text = failure_text(&e);
-        FAILURES.with(|f| {
-            let mut kept = f.borrow_mut();
-            // Full: the newest takes the last place, so that both the first failure of a
-            // statement and one made after failures nobody took are still there.
-            if kept.len() < FAILURES_KEPT {
-                kept.push(e);
-            } else {
-                kept[FAILURES_KEPT - 1] = e;
-            }
+        FAILURE.with(|f| {
+            f.borrow_mut().get_or_insert(e);
         });
         rusqlite::Error::UserFunctionError(Box::new(Failed(text)))
     })
@@ -491,6 +479,20 @@ mod tests {
         assert!(releasing.hold_snapshot());
         catalog.sync_with(&releasing, || panic!("nothing to apply")).unwrap();
         assert!(releasing.holds_snapshot());
+    }
+
+    /// A failure no error took (a read interrupted while SQLite cleaned it up) is forgotten
+    /// when the next statement starts: one failing with the same message gets its own error.
+    #[test]
+    fn a_failure_left_by_an_earlier_statement_is_not_taken_for_a_later_ones() {
+        FAILURE.with(|f| *f.borrow_mut() = Some(Error::Thrown { message: "malformed JSON".into(), token: 9 }));
+        let conn = Connection::open_in_memory().unwrap();
+        let rule = crate::statement_rules::Rule::Read;
+        let e = crate::statement_rules::under(rule, || {
+            conn.query_row("SELECT json('x')", [], |r| r.get::<_, String>(0)).map_err(Error::from)
+        })
+        .unwrap_err();
+        assert!(matches!(&e, Error::Sqlite { message, .. } if message == "malformed JSON"), "{e:?}");
     }
 
     #[test]

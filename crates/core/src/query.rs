@@ -308,10 +308,12 @@ fn execute_script(conn: &Connection, sql: &str) -> Result<ExecOutcome> {
     let before = conn.total_changes();
     let mut at = 0;
     while !is_blank_sql(&sql.as_bytes()[at..]) {
-        // SQLite's tail follows a `;` or ends the text: always a character boundary.
-        // SQLite's tokenizer refuses a vertical tab, which `sqlite3_exec` skips between
-        // statements as white space: skip it here too, with the rest of the white space.
+        // SQLite's tokenizer refuses a vertical tab, which `sqlite3_exec` skips after each
+        // statement as white space: skip it here too (before the first statement as well),
+        // with the rest of the white space.
         at += sql.as_bytes()[at..].iter().take_while(|&&c| is_sqlite_space(c)).count();
+        // SQLite's tail follows a `;` or ends the text, and ASCII was skipped: always a
+        // character boundary.
         let rest = sql.get(at..).ok_or_else(|| Error::Internal("statement tail inside a character".into()))?;
         let mut stmt = RawStatement::prepare(conn, rest).map_err(|e| e.with_sql(sql))?;
         if crate::statement_rules::is_vacuum(rest) {
@@ -660,7 +662,8 @@ mod tests {
     }
 
     /// SQLite's tokenizer refuses a vertical tab, but its own script runner (`sqlite3_exec`)
-    /// skips one between statements as white space: a script with one runs whole, as there.
+    /// skips one after each statement as white space: a script with one runs whole (here
+    /// also with one before its first statement).
     #[test]
     fn a_vertical_tab_between_statements_is_white_space() {
         let conn = ReadConnection::new(Connection::open_in_memory().unwrap(), 16);

@@ -202,6 +202,9 @@ pub fn under<T>(rule: Rule, f: impl FnOnce() -> Result<T>) -> Result<T> {
         }
     }
     let _ = DENIED.try_with(|d| d.borrow_mut().take());
+    // Every statement of user SQL starts here: a function's failure left by an earlier one
+    // is not this one's.
+    crate::functions::forget_failures();
     let restore = Restore(RULE.with(|r| r.replace(rule)));
     let out = f();
     drop(restore);
