@@ -484,7 +484,7 @@ mod tests {
     /// A failure no error took (a read interrupted while SQLite cleaned it up) is forgotten
     /// when the next statement starts: one failing with the same message gets its own error.
     #[test]
-    fn a_failure_left_by_an_earlier_statement_is_not_taken_for_a_later_ones() {
+    fn a_failure_left_by_an_earlier_statement_is_not_taken_by_a_later_one() {
         FAILURE.with(|f| *f.borrow_mut() = Some(Error::Thrown { message: "malformed JSON".into(), token: 9 }));
         let conn = Connection::open_in_memory().unwrap();
         let rule = crate::statement_rules::Rule::Read;
