@@ -466,8 +466,8 @@ export class Requests {
     }
     // A transaction's request settles where a failure a poll took does (`keepForLater`): an
     // abort a microtask after the body returned came before the body's end was seen, and the
-    // writes around the dropped one committed without it.
-    // A read whose result is already held behind a failure gives its place to the abort.
+    // writes around the dropped one committed without it. A read whose result is already
+    // held there gives its place to the abort.
     if (p.tracker !== undefined && afterThisTurn !== undefined) {
       p.abortReason = { reason };
       const aborted: Held = { id, p, failure: { native: false, reason }, value: undefined };
@@ -748,15 +748,15 @@ export class Requests {
    * taken by a poll or made by an abort, and every result of a transaction's request after
    * it, so that they settle in the order the writer ran them. A body's end is seen when its
    * promise settles, and a failure that comes before is the body's to handle (docs/api.md,
-   * "What the body leaves running"). A poll takes results a few microtasks after their send, which can be
-   * before the promise of a body that fired writes and returned at once has settled (it
-   * wraps another function's promise, say): such a body's failed write counted as handled,
-   * and the rest committed. No body's promise waits for a later turn, so a failure delivered
-   * there is seen at the same moment whatever the body's promises, as one the event loop
-   * delivers always was. The requests stay pending meanwhile (they keep the process alive,
-   * and an abort or a close settles them first). Only with Node's own setImmediate: under a
-   * fake clock taken at load nothing is held (a poll's results have no later delivery to
-   * wait for), and such a body is back to the race.
+   * "What the body leaves running"). A poll takes results a few microtasks after their
+   * send, which can be before the promise of a body that fired writes and returned at once
+   * has settled (it wraps another function's promise, say): such a body's failed write
+   * counted as handled, and the rest committed. No body's promise waits for a later turn,
+   * so a failure delivered there is seen at the same moment whatever the body's promises,
+   * as one the event loop delivers always was. The requests stay pending meanwhile (they
+   * keep the process alive, and an abort or a close settles them first). Only with Node's
+   * own setImmediate: under a fake clock taken at load nothing is held (a poll's results
+   * have no later delivery to wait for), and such a body is back to the race.
    */
   private keepForLater(result: Held): void {
     this.held.push(result);

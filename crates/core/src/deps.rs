@@ -112,8 +112,6 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
     prepared?;
 
     let mut columns_of: HashMap<String, Option<Option<Vec<String>>>> = HashMap::new();
-    // The schema and table names of each stored table, as SQLite reported them.
-    let mut names_of: HashMap<String, (String, String)> = HashMap::new();
     let mut deps = Dependencies::new();
     if collector.pragma {
         deps.entry(ANY_STATE.to_owned()).or_default().any_column = true;
@@ -140,7 +138,6 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
             deps.entry(ANY_TABLE.to_owned()).or_default().any_column = true;
             continue;
         };
-        names_of.entry(key.clone()).or_insert_with(|| (schema.clone(), table.clone()));
         let dep = deps.entry(key).or_default();
         if column.is_empty() {
             // count(*) and the like read no column: only INSERT and DELETE matter.
@@ -148,18 +145,15 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
         }
         match names.iter().position(|n| n.eq_ignore_ascii_case(&column)) {
             Some(i) => {
+                // The first column read of the table: the keys of its indexes are read too.
+                if dep.columns.is_empty() && !dep.any_column {
+                    add_index_keys(conn, &schema, &table, dep);
+                }
                 if !dep.columns.contains(&i) {
                     dep.columns.push(i);
                 }
             }
             None => dep.any_column = true,
-        }
-    }
-    for (key, (schema, table)) in &names_of {
-        if let Some(dep) = deps.get_mut(key) {
-            if !dep.columns.is_empty() && !dep.any_column {
-                add_index_keys(conn, schema, table, dep);
-            }
         }
     }
     Ok(deps)
