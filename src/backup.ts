@@ -46,10 +46,8 @@ export function resolveBackupOptions(options: unknown): ResolvedBackupOptions {
   const o = ownOptions<BackupOptions>('backup', options, ['pagesPerStep', 'onProgress', 'signal']);
   let pagesPerStep = DEFAULT_PAGES_PER_STEP;
   if (o.pagesPerStep !== undefined) {
-    if (typeof o.pagesPerStep !== 'number' || !Number.isInteger(o.pagesPerStep)) {
-      throw new TypeError('pagesPerStep must be a positive integer');
-    }
-    if (o.pagesPerStep < 1 || o.pagesPerStep > 0x7fffffff) {
+    if (typeof o.pagesPerStep !== 'number') throw new TypeError('pagesPerStep must be a number');
+    if (!Number.isInteger(o.pagesPerStep) || o.pagesPerStep < 1 || o.pagesPerStep > 0x7fffffff) {
       throw new RangeError('pagesPerStep must be between 1 and 2147483647');
     }
     pagesPerStep = o.pagesPerStep;

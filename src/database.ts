@@ -9,6 +9,7 @@ import {
   checkKey,
   ownOptions,
   checkParams,
+  isParamSet,
   checkPath,
   checkSql,
   checkExtensionPath,
@@ -114,6 +115,24 @@ const REKEY_DONE: string = binding.REKEY_DONE;
 const BATCH_FIRST_PART = 64;
 const BATCH_PART_MAX = 4096;
 const MAX_ARRAY_LENGTH = 2 ** 32 - 1;
+
+/** `paramSets` as a new array of its sets, each read once, each an array or a plain object.
+ * (A Proxy may claim any length: an impossible one is refused here.) */
+function takeParamSets(paramSets: readonly unknown[]): unknown[] {
+  const n = paramSets.length;
+  if (!(n <= MAX_ARRAY_LENGTH)) throw new RangeError('paramSets claims a length no array can have');
+  const sets: unknown[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const set = paramSets[i];
+    // Refused as the addon refuses it, and at once: a sparse array that claims billions of
+    // sets is not walked to its end.
+    if (typeof set !== 'object' || set === null || !isParamSet(set)) {
+      throw new TypeError(`paramSets[${i}] must be an array or a plain object`);
+    }
+    sets[i] = set;
+  }
+  return sets;
+}
 
 function rejected<T>(err: unknown): Promise<T> {
   return Promise.reject(err);
@@ -825,7 +844,10 @@ export class Database implements Executor, TransactionHost, StatementHost {
       // see docs/experiments/005-batch-params.md
       const p = packParamSets(paramSets);
       if (p === undefined) {
-        return this.#write(Kind.Batch, 'object', (id, c) => this.#native.executeBatch(id, tx, this.#sqlRef(sql), paramSets, c), stop, tracker);
+        // Some set is not an array: the addon reads the sets, from a copy whose object sets
+        // were checked to be plain.
+        const sets = takeParamSets(paramSets);
+        return this.#write(Kind.Batch, 'object', (id, c) => this.#native.executeBatch(id, tx, this.#sqlRef(sql), sets, c), stop, tracker);
       }
       try {
         return this.#write(
@@ -862,17 +884,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
     const native = this.#native;
     // Every set is read once, before anything is sent, as a batch sent whole reads them: a
     // getter that inserts into `paramSets` while a part is prepared shifts no set into a
-    // later part. (A Proxy may claim any length: an impossible one is refused here.)
-    const n = paramSets.length;
-    if (!(n <= MAX_ARRAY_LENGTH)) throw new RangeError('paramSets claims a length no array can have');
-    const sets: unknown[] = new Array(n);
-    for (let i = 0; i < n; i++) {
-      const set = paramSets[i];
-      // Refused as the addon refuses it, and at once: a sparse array that claims billions of
-      // sets is not walked to its end.
-      if (typeof set !== 'object' || set === null) throw new TypeError(`paramSets[${i}] must be an array or an object`);
-      sets[i] = set;
-    }
+    // later part.
+    const sets = takeParamSets(paramSets);
+    const n = sets.length;
     // A getter may abort a signal while the parts are sent: the sending stops, the batch is
     // abandoned (it never commits), and the request rejects with the signal's reason
     // (Requests.start).
@@ -1203,6 +1217,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
       this.#requests.closed();
       this.#texts.clear();
       this.#native.dispose();
+      // No connection is left to call them: a closed database kept for its path or
+      // `isOpen` no longer keeps its functions, and what they captured, alive.
+      this.#functions = undefined;
     })();
     return this.#closing;
   }

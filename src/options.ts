@@ -127,7 +127,8 @@ function refuseUnknown(what: string, key: string, known: readonly string[]): nev
 
 /**
  * The options as a copy of the object's own properties (enumerable or not), each read once,
- * without a prototype; an unknown own enumerable key is refused as `checkKeys` refuses it.
+ * without a prototype; an unknown own key (enumerable or not: a misspelling made with
+ * `Object.defineProperty` is still one) is refused as `checkKeys` refuses it.
  * Nothing inherited is an option: a property added to Object.prototype (`encryptionKey`,
  * `extensions`: a library loaded from a path) is not seen, and a class instance's option on
  * its prototype is a `TypeError`, never ignored in silence. One read per property: a getter
@@ -139,7 +140,7 @@ export function ownOptions<T>(what: string, value: unknown, known: readonly stri
   const copy: Record<string, unknown> = Object.create(null);
   for (const key of Object.getOwnPropertyNames(value)) {
     if (known.includes(key)) copy[key] = (value as Record<string, unknown>)[key];
-    else if (Object.prototype.propertyIsEnumerable.call(value, key)) refuseUnknown(what, key, known);
+    else refuseUnknown(what, key, known);
   }
   // Object.prototype's properties are not options, and a plain object has no others to
   // inherit: only a class instance's prototypes are looked at (each look costs; experiment 089).
@@ -155,7 +156,7 @@ export function ownOptions<T>(what: string, value: unknown, known: readonly stri
   return copy as Partial<T>;
 }
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
   if (v === null || typeof v !== 'object') return false;
   const proto = Object.getPrototypeOf(v) as object | null;
   return proto === Object.prototype || proto === null || isObjectPrototypeOfAnotherRealm(proto);
@@ -254,7 +255,7 @@ export function resolveOpenOptions(options: unknown): ResolvedOpenOptions {
   }
   const busyTimeout = o.busyTimeout ?? 5000;
   if (!Number.isInteger(busyTimeout) || busyTimeout < 0 || busyTimeout > 0x7fffffff) {
-    throw new RangeError('busyTimeout must be a non-negative integer (milliseconds)');
+    throw new RangeError('busyTimeout must be an integer from 0 to 2147483647 (milliseconds)');
   }
   const pragmas: string[][] = [];
   if (o.pragmas !== undefined) {
@@ -366,4 +367,12 @@ export function checkParams(params: unknown): void {
   if (typeof params !== 'object' || ArrayBuffer.isView(params)) {
     throw new TypeError('params must be an array (positional) or an object (named); a lone Buffer needs wrapping in an array');
   }
+  if (!isParamSet(params)) throw new TypeError('params must be an array or a plain object (not a Map, a Date or a class instance)');
+}
+
+/** An array (a Proxy of one too), or a plain object: a `Map`'s entries, a `Date` or a class
+ * instance are not named parameters (a Map was read by its own properties, none, and its
+ * entries were ignored in silence). */
+export function isParamSet(v: object): boolean {
+  return Array.isArray(v) || isPlainObject(v);
 }

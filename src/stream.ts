@@ -132,6 +132,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
   constructor(host: LiveHost, sql: string, params: unknown, options: StreamOptions | undefined) {
     const o = options === undefined ? {} : ownOptions<StreamOptions>('stream', options, ['signal', 'maxDelayMs']);
     const maxDelayMs = o.maxDelayMs === undefined ? 100 : o.maxDelayMs;
+    if (typeof maxDelayMs !== 'number') throw new TypeError('maxDelayMs must be a number');
     if (!Number.isInteger(maxDelayMs) || maxDelayMs < 0 || maxDelayMs > 0x7fffffff) {
       throw new RangeError('maxDelayMs must be a non-negative integer');
     }

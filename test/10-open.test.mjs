@@ -397,6 +397,13 @@ test('options are own properties, each read once: Object.prototype adds none', a
   const hidden = Object.defineProperty({}, 'encryptionKey', { value: 'the key' });
   const enc2 = await Database.open(join(dir, 'g.db'), hidden);
   await enc2.close();
+  // So is a misspelled one: refused, not ignored (a non-enumerable 'reader' opened with the
+  // default readers).
+  const misspelled = Object.defineProperty({}, 'reader', { value: 1 });
+  await rejectsAsync(() => Database.open(join(dir, 'g2.db'), misspelled), TypeError, /did you mean 'readers'/);
+  const plain = await Database.open(join(dir, 'q.db'));
+  t.after(() => plain.close());
+  await rejectsAsync(() => plain.select('SELECT 1', [], Object.defineProperty({}, 'rowmode', { value: 'array' })), TypeError, /did you mean 'rowMode'/);
   // A class instance's option on its prototype is refused rather than ignored.
   class Options {
     get mode() {

@@ -150,6 +150,34 @@ test('unknown and missing named parameters are RangeErrors', async (t) => {
   await assertUsable(db);
 });
 
+test('params that are neither an array nor a plain object are TypeErrors, not an empty set', async (t) => {
+  // A Map was read by its own properties (none): its entries were ignored and the query ran.
+  const db = await openMemory(t);
+  class Named {
+    constructor() {
+      this.a = 1;
+    }
+  }
+  for (const [label, params] of [
+    ['Map', new Map([['a', 1]])],
+    ['Set', new Set([1])],
+    ['Date', new Date(0)],
+    ['RegExp', /a/],
+    ['class instance', new Named()],
+  ]) {
+    await rejectsAsync(() => db.select('SELECT 1 AS x', params), TypeError, label);
+    await rejectsAsync(() => db.execute('SELECT 1 AS x', params), TypeError, label);
+    assert.throws(() => db.stream('SELECT 1 AS x', params), TypeError, label);
+    await rejectsAsync(() => db.executeBatch('SELECT 1 AS x', [params]), /paramSets\[0\] must be an array or a plain object/, label);
+  }
+  // Plain objects: a literal, one with a null prototype, one from another realm.
+  const { runInNewContext } = await import('node:vm');
+  for (const params of [{ a: 1 }, Object.assign(Object.create(null), { a: 1 }), runInNewContext('({ a: 1 })')]) {
+    assert.deepEqual(await db.select('SELECT :a AS x', params), [{ x: 1 }]);
+  }
+  await assertUsable(db);
+});
+
 test('unsupported parameter types are TypeErrors naming the parameter', async (t) => {
   const db = await openMemory(t);
   const bad = [

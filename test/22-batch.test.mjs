@@ -260,7 +260,7 @@ test('a review: paramSets claiming a length no array has is refused before a set
   // A sparse array is refused at its first hole, not walked to its claimed end.
   const sparse = [[1], [2]];
   sparse.length = 2 ** 32 - 1;
-  await rejectsAsync(() => db.executeBatch('INSERT INTO t VALUES (?)', sparse), TypeError, /paramSets\[2\] must be an array or an object/);
+  await rejectsAsync(() => db.executeBatch('INSERT INTO t VALUES (?)', sparse), TypeError, /paramSets\[2\] must be an array or a plain object/);
   assert.deepStrictEqual(await db.select('SELECT count(*) AS n FROM t'), [{ n: 0 }]);
 });
 

@@ -313,6 +313,29 @@ test('another Database opening the file while rekey() runs never breaks the read
   }
 });
 
+test('an open with the new key that waits for a rekey to end opens; with the old key it is refused as a wrong key', async (t) => {
+  // The waiting open derived its key from the file's old salt: it failed with "the key is
+  // wrong" with the new key as with the old (6 of 6 runs of a probe).
+  const dir = await tempDir(t);
+  const path = join(dir, 'wait.db');
+  const db = await Database.open(path, { encryptionKey: 'old key' });
+  await db.execute('CREATE TABLE t(x)');
+  await db.execute('WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 20000) INSERT INTO t SELECT randomblob(200) FROM c');
+  const rekeyed = db.rekey('new key');
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  const [withNew, withOld] = await Promise.allSettled([
+    Database.open(path, { encryptionKey: 'new key', busyTimeout: 5000 }),
+    Database.open(path, { encryptionKey: 'old key', busyTimeout: 5000 }),
+  ]);
+  await rekeyed;
+  assert.equal(withNew.status, 'fulfilled', withNew.reason?.message);
+  assert.deepEqual(await withNew.value.selectOne('SELECT count(*) AS n FROM t'), { n: 20000 });
+  await withNew.value.close();
+  assert.equal(withOld.status, 'rejected');
+  assertSqliteError(withOld.reason, 'SQLITE_NOTADB');
+  await db.close();
+});
+
 test('a Buffer key is a raw key; its length and cipher are checked', async (t) => {
   const dir = await tempDir(t);
   const key = Buffer.alloc(32, 0);

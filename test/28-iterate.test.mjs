@@ -81,16 +81,14 @@ test('iterate binds its parameters as they were when it was called, as select do
   assert.deepEqual(await collect(byName), [{ x: 4 }]);
   // Values the conversion refuses are still refused, by the first next().
   await assert.rejects(db.iterate('SELECT ?', [new Date()]).next(), TypeError);
-  // A review: a class instance was read only at the first next(); a view's own `buffer` or
-  // `byteLength` property chose the bytes (select() reads the engine's); a sparse array of
-  // 2^32-1 elements was copied element by element before any check (minutes).
+  // A review: a view's own `buffer` or `byteLength` property chose the bytes (select()
+  // reads the engine's); a sparse array of 2^32-1 elements was copied element by element
+  // before any check (minutes). A class instance is not a plain object: iterate() refuses it
+  // when called, as select() does (it was read only at the first next()).
   class Named {
     x = 4;
   }
-  const instance = new Named();
-  const byInstance = db.iterate('SELECT x FROM t WHERE x = :x', instance);
-  instance.x = 6;
-  assert.deepEqual(await collect(byInstance), [{ x: 4 }]);
+  assert.throws(() => db.iterate('SELECT x FROM t WHERE x = :x', new Named()), TypeError);
   const shadowed = new Uint8Array([1, 2, 3, 4]);
   Object.defineProperty(shadowed, 'buffer', { value: new Uint8Array([9, 9, 9, 9]).buffer });
   Object.defineProperty(shadowed, 'byteLength', { value: 1 });

@@ -452,3 +452,26 @@ test('a review: callbacks get this === undefined; an Error whose message is not 
   assert.deepEqual(results, []);
   await db.close();
 });
+
+test('a closed database kept by its caller no longer keeps its functions, or what they captured', async () => {
+  // `#functions` stayed set after close(): every callback, and everything it closed over,
+  // lived as long as the Database object did.
+  const { setFlagsFromString } = await import('node:v8');
+  const { runInNewContext } = await import('node:vm');
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc');
+  const db = await Database.open(':memory:');
+  const captured = ((table) => {
+    db.function('lookup', (i) => table.rows[i]);
+    db.aggregate('weighted', { start: 0, step: (acc, v) => acc + v * table.rows.length });
+    return new WeakRef(table);
+  })({ rows: Array.from({ length: 1000 }, (_, i) => i) });
+  assert.deepEqual(await db.selectOne('SELECT lookup(7) AS v, weighted(1) AS w'), { v: 7, w: 1000 });
+  await db.close();
+  for (let i = 0; i < 5 && captured.deref() !== undefined; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    gc();
+  }
+  assert.equal(captured.deref(), undefined);
+  assert.equal(db.isOpen, false);
+});

@@ -240,7 +240,11 @@ test('backup errors: destination is the database, not writable, bad options, clo
   await rejectsAsync(() => db.backup(42), TypeError);
   await rejectsAsync(() => db.backup(':memory:'), TypeError);
   await rejectsAsync(() => db.backup(join(dir, 'x.db'), { pagesPerStep: 0 }), RangeError);
-  await rejectsAsync(() => db.backup(join(dir, 'x.db'), { pagesPerStep: 1.5 }), TypeError);
+  // A number but not an integer in range is a RangeError, as for every integer option.
+  for (const bad of [1.5, NaN, Infinity, 2 ** 31]) {
+    await rejectsAsync(() => db.backup(join(dir, 'x.db'), { pagesPerStep: bad }), RangeError);
+  }
+  for (const bad of ['5', null]) await rejectsAsync(() => db.backup(join(dir, 'x.db'), { pagesPerStep: bad }), TypeError);
   await rejectsAsync(() => db.backup(join(dir, 'x.db'), { onProgress: 'no' }), TypeError);
   await rejectsAsync(() => db.backup(join(dir, 'x.db'), { signal: {} }), TypeError);
   await rejectsAsync(() => db.backup(join(dir, 'x.db'), { pagesPerstep: 5 }), /did you mean 'pagesPerStep'/);

@@ -46,6 +46,9 @@ export class QuietsqliteDialect implements Dialect {
     if (config.database === null || (typeof config.database !== 'object' && typeof config.database !== 'function')) {
       throw new TypeError('QuietsqliteDialect needs `database`: a quietsqlite Database or a function returning one');
     }
+    if (config.closeOnDestroy !== undefined && typeof config.closeOnDestroy !== 'boolean') {
+      throw new TypeError('closeOnDestroy must be a boolean');
+    }
     const mode = config.transactionMode;
     if (mode !== undefined && mode !== 'immediate' && mode !== 'deferred' && mode !== 'exclusive') {
       throw new TypeError("transactionMode must be 'immediate', 'deferred' or 'exclusive'");
@@ -94,7 +97,14 @@ export class QuietsqliteDriver implements Driver {
 
   async init(): Promise<void> {
     const d = this.#config.database;
-    this.#db = typeof d === 'function' ? await d() : d;
+    const db: unknown = typeof d === 'function' ? await d() : d;
+    // Checked by what the driver calls: a factory that resolved to something else failed
+    // later, inside the driver ("on.select is not a function").
+    const calls = ['select', 'execute', 'begin', 'close'] as const;
+    if (db === null || typeof db !== 'object' || calls.some((m) => typeof (db as Record<string, unknown>)[m] !== 'function')) {
+      throw new TypeError('QuietsqliteDialect: `database` must be, or resolve to, a quietsqlite Database');
+    }
+    this.#db = db as Database;
   }
 
   /** Connections are cheap views of the one database: reads run in parallel on the readers,

@@ -55,6 +55,11 @@ test('the dialect is reachable from ESM and CommonJS and checks its options', as
   assert.throws(() => new QuietsqliteDialect({}), TypeError);
   assert.throws(() => new QuietsqliteDialect({ database: {}, nope: 1 }), /unknown QuietsqliteDialect option 'nope'/);
   assert.throws(() => new QuietsqliteDialect({ database: {}, transactionMode: 'later' }), TypeError);
+  assert.throws(() => new QuietsqliteDialect({ database: {}, closeOnDestroy: 'no' }), /closeOnDestroy must be a boolean/);
+  // A factory that resolves to something else: a TypeError that says so (it was the
+  // driver's own "on.select is not a function").
+  const wrong = new Kysely({ dialect: new QuietsqliteDialect({ database: async () => ({ path: 'x' }) }) });
+  await assert.rejects(() => sql`SELECT 1`.execute(wrong), { name: 'TypeError', message: /must be, or resolve to, a quietsqlite Database/ });
 });
 
 test('select: where, order, limit, joins, aggregates, subqueries', async () => {

@@ -75,7 +75,8 @@ pub fn bind<S: Parameters + ?Sized>(stmt: &mut S, params: &Params) -> Result<()>
                     // `{a: 1, ':a': 2}`: two keys for one parameter; neither may win silently.
                     let n = stmt.parameter_name(index).unwrap_or("?");
                     return Err(Error::Range(format!(
-                        "named parameter '{n}' is given twice (key {} names it again)",
+                        "named parameter {} is given twice (key {} names it again)",
+                        crate::error::shown_name(n),
                         crate::error::shown_name(key)
                     )));
                 }
@@ -85,7 +86,7 @@ pub fn bind<S: Parameters + ?Sized>(stmt: &mut S, params: &Params) -> Result<()>
             if let Some(missing) = (1..=expected).find(|&i| !bound[i]) {
                 return Err(match stmt.parameter_name(missing) {
                     Some(n) if !n.starts_with('?') => {
-                        Error::Range(format!("missing named parameter '{}'", &n[1..]))
+                        Error::Range(format!("missing named parameter {}", crate::error::shown_name(&n[1..])))
                     }
                     _ => Error::Range(format!(
                         "parameter {missing} is positional: pass an array, not an object"
@@ -146,5 +147,22 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(bind(&mut stmt, &Params::Named(vec![("a".into(), Value::Integer(1))])).is_ok());
+    }
+
+    /// A long name is the caller's data as much as a long key: the statement's own copy of
+    /// it was shown whole when the key's was not.
+    #[test]
+    fn a_long_parameter_name_is_not_shown_from_the_statements_side_either() {
+        let conn = Connection::open_in_memory().unwrap();
+        let name = format!("SECRET_{}", "k".repeat(80));
+        let mut stmt = conn.prepare(&format!("SELECT :{name}, :b")).unwrap();
+        let twice = Params::Named(vec![(name.clone(), Value::Integer(1)), (format!(":{name}"), Value::Integer(1))]);
+        let missing = Params::Named(vec![("b".into(), Value::Integer(1))]);
+        for params in [twice, missing] {
+            match bind(&mut stmt, &params) {
+                Err(Error::Range(m)) => assert!(!m.contains("SECRET"), "{m}"),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }

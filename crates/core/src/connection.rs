@@ -558,11 +558,17 @@ fn select_cipher(conn: &Connection, cipher: Cipher) -> Result<()> {
     Ok(())
 }
 
+/// How many times an open reads the schema to check its key, at most; and how long a read
+/// that fails must have taken to be tried again (see `unlock`).
+const KEY_CHECKS: usize = 3;
+const KEY_CHECK_WAITED: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// Applies the key (if any) to a connection just opened, before anything else runs on it,
 /// then (if `check`) reads the schema: a wrong or missing key fails here, with a message
 /// about the key (never the key itself).
 pub(crate) fn unlock(conn: &Connection, key: Option<&Key>, check: bool) -> Result<()> {
-    if let Some(key) = key {
+    let apply_key = || -> Result<()> {
+        let Some(key) = key else { return Ok(()) };
         select_cipher(conn, key.cipher)?;
         let secret = key.bytes();
         let len = c_int::try_from(secret.len()).map_err(|_| Error::Range("the encryption key is too long".into()))?;
@@ -572,11 +578,28 @@ pub(crate) fn unlock(conn: &Connection, key: Option<&Key>, check: bool) -> Resul
         if rc != rusqlite::ffi::SQLITE_OK {
             return Err(Error::sqlite(rc, "the encryption key could not be set"));
         }
-    }
+        Ok(())
+    };
+    apply_key()?;
     if !check {
         return Ok(());
     }
-    match conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)) {
+    // A check that waited for a lock and then could not decrypt may have read the file as a
+    // rekey by another connection ended (it failed with either key then): it is tried again,
+    // as long as its tries wait. A wrong key fails at once, without a wait, and is not.
+    let check = || conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0));
+    let mut started = std::time::Instant::now();
+    let mut checked = check();
+    for _ in 1..KEY_CHECKS {
+        let not_a_database = matches!(&checked, Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase));
+        if !not_a_database || started.elapsed() < KEY_CHECK_WAITED {
+            break;
+        }
+        started = std::time::Instant::now();
+        apply_key()?;
+        checked = check();
+    }
+    match checked {
         Ok(_) => Ok(()),
         Err(e) => {
             // Closing as the last connection would checkpoint the WAL left by an earlier

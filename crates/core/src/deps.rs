@@ -1,5 +1,6 @@
-//! What a query reads, from SQLite's authorizer: preparing a statement reports every
-//! (schema, table, column) it reads, through joins, views, subqueries and CTEs.
+//! What a query reads: SQLite's authorizer reports, as a statement is prepared, every
+//! (schema, table, column) it names, through joins, views, subqueries and CTEs; the compiled
+//! program adds what SQLite reads without naming it (see `program_reads`).
 
 use crate::error::{Error, Result};
 use crate::hooks::{table_key, TableChange};
@@ -50,8 +51,7 @@ struct Collector {
 /// which no write names: see `ANY_STATE`. (json_each, generate_series and the like are
 /// functions of their arguments, whose own sources report themselves.)
 fn reads_state(table: &str) -> bool {
-    let t = table.as_bytes();
-    (t.len() > 7 && t[..7].eq_ignore_ascii_case(b"pragma_")) || table.eq_ignore_ascii_case("dbstat")
+    (table.len() > 7 && has_prefix(table, "pragma_")) || table.eq_ignore_ascii_case("dbstat")
 }
 
 unsafe fn opt_str(p: *const c_char) -> String {
@@ -111,52 +111,232 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
     crate::statement_rules::install(conn);
     prepared?;
 
-    let mut columns_of: HashMap<String, Option<Option<Vec<String>>>> = HashMap::new();
     let mut deps = Dependencies::new();
     if collector.pragma {
         deps.entry(ANY_STATE.to_owned()).or_default().any_column = true;
     }
+    let mut columns_of: HashMap<String, Option<Option<Vec<String>>>> = HashMap::new();
     for (schema, table, column) in collector.reads {
-        if reads_state(&table) {
-            deps.entry(ANY_STATE.to_owned()).or_default().any_column = true;
-            continue;
-        }
-        let schema = if schema.is_empty() { "main".to_owned() } else { schema };
-        // SQLite's own tables (sqlite_sequence, sqlite_stat1, ...) change without the
-        // preupdate hook: any write may have changed them.
-        if table.len() >= 7 && table[..7].eq_ignore_ascii_case("sqlite_") {
-            deps.entry(ANY_TABLE.to_owned()).or_default().any_column = true;
-            continue;
-        }
-        let key = table_key(&schema, &table);
-        let names = columns_of
-            .entry(key.clone())
-            .or_insert_with(|| table_columns(conn, &schema, &table));
-        // Not a stored table (a CTE or a subquery's name): its real sources report themselves.
-        let Some(names) = names else { continue };
-        let Some(names) = names.as_ref() else {
-            deps.entry(ANY_TABLE.to_owned()).or_default().any_column = true;
-            continue;
-        };
-        let dep = deps.entry(key).or_default();
-        if column.is_empty() {
-            // count(*) and the like read no column: only INSERT and DELETE matter.
-            continue;
-        }
-        match names.iter().position(|n| n.eq_ignore_ascii_case(&column)) {
-            Some(i) => {
-                // The first column read of the table: the keys of its indexes are read too.
-                if dep.columns.is_empty() && !dep.any_column {
-                    add_index_keys(conn, &schema, &table, dep);
-                }
-                if !dep.columns.contains(&i) {
-                    dep.columns.push(i);
-                }
+        let read = if column.is_empty() { ColumnRead::Nothing } else { ColumnRead::Named(column) };
+        add_read(conn, &mut deps, &mut columns_of, schema, &table, read);
+    }
+    match program_reads(conn, sql) {
+        Some(reads) => {
+            for (schema, table, read) in reads {
+                add_read(conn, &mut deps, &mut columns_of, schema, &table, read);
             }
-            None => dep.any_column = true,
         }
+        // A program that cannot be listed: any commit may have changed what it reads.
+        None => deps.entry(ANY_TABLE.to_owned()).or_default().any_column = true,
     }
     Ok(deps)
+}
+
+/// What a query reads of a table's columns.
+enum ColumnRead {
+    /// The table's rows, none of its columns (`count(*)`).
+    Nothing,
+    /// A column by name, as the authorizer reports it.
+    Named(String),
+    /// A column by its index in the table (`pragma_table_xinfo`'s order, the preupdate
+    /// hook's).
+    Index(usize),
+    /// Something of the row that cannot be named: any UPDATE counts.
+    Any,
+}
+
+/// ASCII-case-insensitive `starts_with`, on bytes: a table's name may have a multibyte
+/// character where the prefix ends.
+fn has_prefix(name: &str, prefix: &str) -> bool {
+    name.len() >= prefix.len() && name.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+}
+
+fn add_read(
+    conn: &Connection,
+    deps: &mut Dependencies,
+    columns_of: &mut HashMap<String, Option<Option<Vec<String>>>>,
+    schema: String,
+    table: &str,
+    read: ColumnRead,
+) {
+    if reads_state(table) {
+        deps.entry(ANY_STATE.to_owned()).or_default().any_column = true;
+        return;
+    }
+    let schema = if schema.is_empty() { "main".to_owned() } else { schema };
+    // SQLite's own tables (sqlite_sequence, sqlite_stat1, ...) change without the
+    // preupdate hook: any write may have changed them.
+    if has_prefix(table, "sqlite_") {
+        deps.entry(ANY_TABLE.to_owned()).or_default().any_column = true;
+        return;
+    }
+    let key = table_key(&schema, table);
+    let names = columns_of.entry(key.clone()).or_insert_with(|| table_columns(conn, &schema, table));
+    // Not a stored table (a CTE or a subquery's name): its real sources report themselves.
+    let Some(names) = names else { return };
+    let Some(names) = names.as_ref() else {
+        deps.entry(ANY_TABLE.to_owned()).or_default().any_column = true;
+        return;
+    };
+    let index = match read {
+        // count(*) and the like read no column: only INSERT and DELETE matter.
+        ColumnRead::Nothing => {
+            deps.entry(key).or_default();
+            return;
+        }
+        ColumnRead::Named(column) => names.iter().position(|n| n.eq_ignore_ascii_case(&column)),
+        ColumnRead::Index(i) => (i < names.len()).then_some(i),
+        ColumnRead::Any => None,
+    };
+    let dep = deps.entry(key).or_default();
+    match index {
+        Some(i) => {
+            // The first column read of the table: the keys of its indexes are read too.
+            if dep.columns.is_empty() && !dep.any_column {
+                add_index_keys(conn, &schema, table, dep);
+            }
+            if !dep.columns.contains(&i) {
+                dep.columns.push(i);
+            }
+        }
+        None => dep.any_column = true,
+    }
+}
+
+/// The tables and columns the compiled program of `sql` reads from b-trees, from its
+/// `EXPLAIN` listing: its `OpenRead` cursors (a table's or an index's root page) and the
+/// `Column` reads on them. The authorizer misses some: SQLite builds a `USING` or `NATURAL`
+/// join's condition without it, so `SELECT a.x FROM a JOIN b USING (k)` reports neither `k`
+/// nor `b`. A column read through an index is mapped to the table's column; one of a
+/// WITHOUT ROWID table or of a table with generated columns (whose programs number columns
+/// by storage, not by the table's order) counts as any column. Virtual tables have no
+/// b-tree here; the authorizer reports them. None if the listing cannot be had.
+fn program_reads(conn: &Connection, sql: &str) -> Option<Vec<(String, String, ColumnRead)>> {
+    const OPFLAG_P2ISREG: i64 = 0x10;
+    let mut cursors: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+    let mut column_reads: Vec<(i64, i64)> = Vec::new();
+    let mut sought: Vec<i64> = Vec::new();
+    let listed = crate::statement_rules::under(crate::statement_rules::Rule::Read, || {
+        let mut stmt = conn.prepare(&format!("EXPLAIN {sql}"))?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let opcode: String = r.get(1)?;
+            let (p1, p2, p3, p5): (i64, i64, i64, i64) = (r.get(2)?, r.get(3)?, r.get(4)?, r.get(6)?);
+            match opcode.as_str() {
+                "OpenRead" | "ReopenIdx" if p5 & OPFLAG_P2ISREG == 0 => cursors.entry(p1).or_default().push((p3, p2)),
+                // A root page in a register: which b-tree is not known here.
+                "OpenRead" | "ReopenIdx" => return Err(Error::Internal("a root page in a register".into())),
+                "Column" => column_reads.push((p1, p2)),
+                // Comparing a cursor's key with a value: an index's key columns decide
+                // which rows a seek finds (`JOIN r USING (k)` through an index on `r(k)`
+                // reads no column of `r`).
+                op if op.starts_with("Seek") || (op.starts_with("Idx") && op != "IdxRowid") || matches!(op, "Found" | "NotFound" | "NoConflict" | "IfNoHope") => {
+                    sought.push(p1)
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    });
+    listed.ok()?;
+
+    let schemas: HashMap<i64, String> = {
+        let mut stmt = conn.prepare("SELECT seq, name FROM pragma_database_list").ok()?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))).ok()?;
+        rows.collect::<rusqlite::Result<_>>().ok()?
+    };
+    let mut trees: HashMap<(i64, i64), Option<Tree>> = HashMap::new();
+    let mut reads = Vec::new();
+    for (&cursor, opened) in &cursors {
+        for &(db, root) in opened {
+            let tree = trees.entry((db, root)).or_insert_with(|| Tree::of(conn, schemas.get(&db)?, root));
+            // A b-tree that cannot be named: any commit may have changed it.
+            let tree = tree.as_ref()?;
+            reads.push((tree.schema.clone(), tree.table.clone(), ColumnRead::Nothing));
+            let keys = if tree.index && sought.contains(&cursor) { 0..tree.key_columns } else { 0..0 };
+            let columns = column_reads.iter().filter(|(c, _)| *c == cursor).map(|&(_, column)| column);
+            for column in keys.chain(columns) {
+                let Some(read) = tree.column(column) else { continue };
+                reads.push((tree.schema.clone(), tree.table.clone(), read));
+            }
+        }
+    }
+    Some(reads)
+}
+
+/// A b-tree a program reads: a table's, or one of its indexes'.
+struct Tree {
+    schema: String,
+    table: String,
+    index: bool,
+    /// The table's column index (`cid`) of each of the b-tree's columns, by position (as
+    /// a program's `Column` reads number them): -1 for the rowid, -2 for an expression.
+    /// None if not known. A rowid table stores its columns in the table's order less its
+    /// VIRTUAL generated ones; a WITHOUT ROWID table stores them in its primary key
+    /// index's order.
+    cids: Option<Vec<i64>>,
+    /// How many of an index's columns are its key (the rest locate the table's row).
+    key_columns: i64,
+}
+
+impl Tree {
+    fn of(conn: &Connection, schema: &str, root: i64) -> Option<Tree> {
+        let (table, index) = b_tree(conn, schema, root)?;
+        let (cids, key_columns) = match &index {
+            Some(index) => index_columns(conn, schema, index).map_or((None, 0), |(c, k)| (Some(c), k)),
+            None => (table_storage(conn, schema, &table), 0),
+        };
+        Some(Tree { schema: schema.to_owned(), table, index: index.is_some(), cids, key_columns })
+    }
+
+    /// What reading column `n` of this b-tree reads of its table; None for the rowid, which
+    /// changes only with whole rows.
+    fn column(&self, n: i64) -> Option<ColumnRead> {
+        let cid = usize::try_from(n).ok().and_then(|n| self.cids.as_ref()?.get(n).copied());
+        match cid {
+            Some(-1) => None,
+            Some(cid) => Some(usize::try_from(cid).map_or(ColumnRead::Any, ColumnRead::Index)),
+            None => Some(ColumnRead::Any),
+        }
+    }
+}
+
+/// The table a root page belongs to, and the index's name if it is an index's.
+fn b_tree(conn: &Connection, schema: &str, root: i64) -> Option<(String, Option<String>)> {
+    if root == 1 {
+        return Some(("sqlite_schema".to_owned(), None));
+    }
+    let sql = format!("SELECT type, name, tbl_name FROM \"{}\".sqlite_schema WHERE rootpage = ?1", schema.replace('"', "\"\""));
+    let (kind, name, table): (String, String, String) =
+        conn.query_row(&sql, [root], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).ok()?;
+    Some((table, (kind == "index").then_some(name)))
+}
+
+/// An index's columns by position (`pragma_index_xinfo`'s `seqno`) as the table's column
+/// indexes, and how many of them are its key.
+fn index_columns(conn: &Connection, schema: &str, index: &str) -> Option<(Vec<i64>, i64)> {
+    let mut stmt = conn.prepare("SELECT cid, key FROM pragma_index_xinfo(?1, ?2) ORDER BY seqno").ok()?;
+    let rows = stmt.query_map([index, schema], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, bool>(1)?))).ok()?;
+    let columns = rows.collect::<rusqlite::Result<Vec<(i64, bool)>>>().ok()?;
+    let keys = columns.iter().filter(|c| c.1).count() as i64;
+    Some((columns.into_iter().map(|c| c.0).collect(), keys))
+}
+
+/// A table's columns in the order its own b-tree stores them, as the table's column indexes.
+fn table_storage(conn: &Connection, schema: &str, table: &str) -> Option<Vec<i64>> {
+    let without_rowid: bool = conn
+        .query_row("SELECT wr FROM pragma_table_list(?1) WHERE schema = ?2 COLLATE NOCASE", [table, schema], |r| r.get(0))
+        .ok()?;
+    if without_rowid {
+        let pk = "SELECT name FROM pragma_index_list(?1, ?2) WHERE origin = 'pk'";
+        let pk: String = conn.query_row(pk, [table, schema], |r| r.get(0)).ok()?;
+        return index_columns(conn, schema, &pk).map(|(cids, _)| cids);
+    }
+    // hidden 2: a VIRTUAL generated column, computed rather than stored.
+    let sql = "SELECT cid FROM pragma_table_xinfo(?1, ?2) WHERE hidden <> 2 ORDER BY cid";
+    let mut stmt = conn.prepare(sql).ok()?;
+    let rows = stmt.query_map([table, schema], |r| r.get::<_, i64>(0)).ok()?;
+    rows.collect::<rusqlite::Result<Vec<i64>>>().ok()
 }
 
 /// Adds the key columns of the table's indexes (its primary key's, for a WITHOUT ROWID
@@ -273,6 +453,40 @@ mod tests {
         assert_eq!(cols("SELECT x FROM e", "main.e"), ([0].into(), true));
         // count(*) reads no column and sees no order: only INSERT and DELETE re-run it.
         assert_eq!(cols("SELECT count(*) FROM o", "main.o"), ([].into(), false));
+    }
+
+    /// SQLite builds a USING or NATURAL join's condition without the authorizer: the
+    /// program's reads name the join column, and a table read only through it.
+    #[test]
+    fn a_using_or_natural_joins_columns_count_as_read() {
+        let c = conn();
+        c.execute_batch(
+            "CREATE TABLE p(k, x); CREATE TABLE q(k, y);
+             CREATE TABLE r(k, j, z); CREATE INDEX r_k ON r(k);
+             CREATE VIEW pq AS SELECT x, y FROM p JOIN q USING (k);",
+        )
+        .unwrap();
+        let cols = |sql: &str, table: &str| {
+            let d = dependencies(&c, sql).unwrap();
+            let dep = d.get(table).unwrap_or_else(|| panic!("{table} not in {d:?} for {sql}"));
+            (dep.columns.iter().copied().collect::<std::collections::BTreeSet<_>>(), dep.any_column)
+        };
+        assert_eq!(cols("SELECT p.x FROM p JOIN q USING (k)", "main.p"), ([0, 1].into(), false));
+        assert_eq!(cols("SELECT p.x FROM p JOIN q USING (k)", "main.q"), ([0].into(), false));
+        assert_eq!(cols("SELECT x, y FROM p NATURAL JOIN q", "main.q"), ([0, 1].into(), false));
+        assert_eq!(cols("SELECT * FROM pq", "main.q"), ([0, 1].into(), false));
+        // Read through an index: the index's column is the table's.
+        assert_eq!(cols("SELECT x FROM p LEFT JOIN r USING (k)", "main.r").0, [0].into());
+    }
+
+    /// A name with a multibyte character where "sqlite_" or "pragma_" would end.
+    #[test]
+    fn a_table_name_with_a_multibyte_character_is_read_like_any_other() {
+        let c = conn();
+        c.execute_batch("CREATE TABLE \"ユーザー\"(x); CREATE TABLE \"abcdef☃\"(y)").unwrap();
+        let d = dependencies(&c, "SELECT x, y FROM \"ユーザー\", \"abcdef☃\"").unwrap();
+        assert_eq!(d["main.ユーザー"].columns, [0]);
+        assert_eq!(d["main.abcdef☃"].columns, [0]);
     }
 
     #[test]

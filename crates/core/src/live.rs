@@ -545,7 +545,11 @@ impl Shared {
             }
             Err(e) => {
                 g.last = None;
-                for s in g.subs.iter_mut() {
+                // As with rows, not to a subscriber that came after the run started: the
+                // failure may predate a write it must see (the group is dirty, and the next
+                // run brings its first emission).
+                let run_epoch = g.run_epoch;
+                for s in g.subs.iter_mut().filter(|s| s.has_first || run_epoch >= s.min_epoch) {
                     deliveries.push(Delivery::Failure(s.id, e.clone()));
                     // Like rows, a failure waits for the consumer to ask for more: a stream
                     // nobody reads (a for-await loop that ended with this error) runs no more.
