@@ -129,6 +129,9 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
 
   next(): Promise<IteratorResult<T>> {
     if (this.#at < this.#chunk.length) return Promise.resolve({ done: false, value: this.#chunk[this.#at++]! });
+    // Rows that came before a failure of the query go out before it (see `#fail`).
+    if (this.#ahead !== undefined && this.#failure !== undefined) this.#take(this.#ahead);
+    if (this.#at < this.#chunk.length) return Promise.resolve({ done: false, value: this.#chunk[this.#at++]! });
     if (this.#failure !== undefined) {
       const f = this.#failure.error;
       this.#failure = undefined;
@@ -233,9 +236,9 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
     };
   }
 
-  static #failRef(ref: WeakRef<RowIterator<unknown>>, error: unknown): void {
+  static #failRef(ref: WeakRef<RowIterator<unknown>>, error: unknown, afterRows = false): void {
     const it = ref.deref();
-    if (it !== undefined) it.#fail(error);
+    if (it !== undefined) it.#fail(error, afterRows);
   }
 
   /** Made static so the closures capture the weak reference only (see stream.ts). */
@@ -245,7 +248,7 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
         const it = ref.deref();
         if (it !== undefined) it.#arrived(payload as [Buffer, boolean]);
       },
-      fail: (err) => RowIterator.#failRef(ref, err),
+      fail: (err) => RowIterator.#failRef(ref, err, true),
       end: () => RowIterator.#failRef(ref, closedError('the database was closed while this iterator was open')),
     };
   }
@@ -264,7 +267,7 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
     try {
       rows = decodeRows(buf, this.#o.rowMode, this.#host.requests.intMode) as T[];
     } catch (err) {
-      this.#fail(err);
+      this.#fail(err, true);
       return;
     }
     if (last) {
@@ -283,13 +286,20 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
     if (this.#waiters.length > 0 && this.#nativeDone) this.#finish();
   }
 
-  /** Ends the iteration with `error`: a waiting next() rejects with it, or the next one will. */
-  #fail(error: unknown): void {
+  /** Ends the iteration with `error`: a waiting next() rejects with it, or the next one will.
+   * `afterRows`: the query itself failed (a later chunk's SQL error, or its values), and
+   * the rows received before it are handed out first, as a synchronous driver's iterator
+   * gives every row before the failing one. A loop that awaited between rows lost the rest
+   * of its chunk when the next one failed meanwhile. An abort, a timeout or close() ends the
+   * iteration at once. (A waiting next() means no row is held.) */
+  #fail(error: unknown, afterRows = false): void {
     if (this.#status === FINISHED || this.#failure !== undefined) return;
     this.#release();
-    this.#chunk = [];
-    this.#at = 0;
-    this.#ahead = undefined;
+    if (!afterRows) {
+      this.#chunk = [];
+      this.#at = 0;
+      this.#ahead = undefined;
+    }
     const first = this.#waiters.shift();
     if (first === undefined) {
       this.#failure = { error };
