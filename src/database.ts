@@ -836,17 +836,19 @@ export class Database implements Executor, TransactionHost, StatementHost {
     try {
       if (!Array.isArray(paramSets)) throw new TypeError('paramSets must be an array of arrays or objects');
       const stop = stopOf(resolveCallOptions(options, false, this.#timeoutMs), txSignals);
+      // Every set is read once, here, before anything is sent: a getter that inserts into
+      // `paramSets` while a part is prepared shifts no set into a later part, and one that
+      // answers a plain object and then a Map is not asked twice.
+      const sets = takeParamSets(paramSets);
       // One batch at a time is sent in parts: one started from a getter read while another's
       // part is prepared goes whole.
-      if (paramSets.length > BATCH_FIRST_PART && !this.#sendingBatch) {
-        return this.#write(Kind.Batch, 'object', (id, c) => this.#sendBatchInParts(id, tx, sql, paramSets, c, stop), stop, tracker);
+      if (sets.length > BATCH_FIRST_PART && !this.#sendingBatch) {
+        return this.#write(Kind.Batch, 'object', (id, c) => this.#sendBatchInParts(id, tx, sql, sets, c, stop), stop, tracker);
       }
       // see docs/experiments/005-batch-params.md
-      const p = packParamSets(paramSets);
+      const p = packParamSets(sets);
       if (p === undefined) {
-        // Some set is not an array: the addon reads the sets, from a copy whose object sets
-        // were checked to be plain.
-        const sets = takeParamSets(paramSets);
+        // Some set is an object: the addon reads the sets.
         return this.#write(Kind.Batch, 'object', (id, c) => this.#native.executeBatch(id, tx, this.#sqlRef(sql), sets, c), stop, tracker);
       }
       try {
@@ -877,15 +879,12 @@ export class Database implements Executor, TransactionHost, StatementHost {
     id: number,
     tx: number,
     sql: string,
-    paramSets: readonly unknown[],
+    sets: readonly unknown[],
     cancellable: boolean,
     stop: Stop | undefined,
   ): void {
     const native = this.#native;
-    // Every set is read once, before anything is sent, as a batch sent whole reads them: a
-    // getter that inserts into `paramSets` while a part is prepared shifts no set into a
-    // later part.
-    const sets = takeParamSets(paramSets);
+    // Taken by `takeParamSets`: read once, before anything is sent.
     const n = sets.length;
     // A getter may abort a signal while the parts are sent: the sending stops, the batch is
     // abandoned (it never commits), and the request rejects with the signal's reason

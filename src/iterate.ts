@@ -40,7 +40,7 @@ export function resolveIterateOptions(options: unknown, defaultTimeoutMs: number
     return { rowMode: 'object', chunkSize: DEFAULT_CHUNK_ROWS, signal: undefined, timeoutMs: defaultTimeoutMs };
   }
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new TypeError('iterate options must be a plain object');
+    throw new TypeError('iterate options must be an object (not an array)');
   }
   const o = ownOptions<IterateOptions>('iterate', options, ITERATE_KEYS);
   const rowMode = o.rowMode === undefined ? 'object' : o.rowMode;

@@ -2,6 +2,7 @@
 // and a misspelled option name is rejected rather than ignored.
 
 import { availableParallelism } from 'node:os';
+import { types } from 'node:util';
 import { binding } from './native';
 import type { IntMode, RowMode } from './rows';
 import { checkSignal } from './signals';
@@ -115,6 +116,9 @@ export function checkKeys(what: string, value: unknown, known: readonly string[]
   // Any object: class instances (an aggregate's methods on a prototype) and objects of
   // another realm are fine; null and primitives are not.
   if (value === null || typeof value !== 'object') throw new TypeError(`${what} options must be an object`);
+  if (types.isMap(value) || types.isSet(value)) {
+    throw new TypeError(`${what} options must be an object with the options as its properties, not a ${types.isMap(value) ? 'Map' : 'Set'}`);
+  }
   for (const key of Object.keys(value)) {
     if (!known.includes(key)) refuseUnknown(what, key, known);
   }
@@ -127,8 +131,10 @@ function refuseUnknown(what: string, key: string, known: readonly string[]): nev
 
 /**
  * The options as a copy of the object's own properties (enumerable or not), each read once,
- * without a prototype; an unknown own key (enumerable or not: a misspelling made with
- * `Object.defineProperty` is still one) is refused as `checkKeys` refuses it.
+ * without a prototype; an unknown own enumerable key is refused as `checkKeys` refuses it.
+ * (Not one that is not enumerable: an array's `length`, an Error's `stack` or Vue 2's
+ * `__ob__` on a reactive object would be refused as misspellings.) A Map or a Set is
+ * refused: its entries are not its properties, and would be ignored.
  * Nothing inherited is an option: a property added to Object.prototype (`encryptionKey`,
  * `extensions`: a library loaded from a path) is not seen, and a class instance's option on
  * its prototype is a `TypeError`, never ignored in silence. One read per property: a getter
@@ -137,10 +143,13 @@ function refuseUnknown(what: string, key: string, known: readonly string[]): nev
  */
 export function ownOptions<T>(what: string, value: unknown, known: readonly string[]): Partial<T> {
   if (value === null || typeof value !== 'object') throw new TypeError(`${what} options must be an object`);
+  if (types.isMap(value) || types.isSet(value)) {
+    throw new TypeError(`${what} options must be an object with the options as its properties, not a ${types.isMap(value) ? 'Map' : 'Set'}`);
+  }
   const copy: Record<string, unknown> = Object.create(null);
   for (const key of Object.getOwnPropertyNames(value)) {
     if (known.includes(key)) copy[key] = (value as Record<string, unknown>)[key];
-    else refuseUnknown(what, key, known);
+    else if (Object.prototype.propertyIsEnumerable.call(value, key)) refuseUnknown(what, key, known);
   }
   // Object.prototype's properties are not options, and a plain object has no others to
   // inherit: only a class instance's prototypes are looked at (each look costs; experiment 089).

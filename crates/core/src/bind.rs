@@ -35,7 +35,10 @@ impl Parameters for Statement<'_> {
 /// which checks once per statement.)
 pub(crate) fn refuse_named<S: Parameters + ?Sized>(stmt: &S, expected: usize) -> Result<()> {
     match (1..=expected).find_map(|i| stmt.parameter_name(i).filter(|n| !n.starts_with('?')).map(str::to_owned)) {
-        Some(name) => Err(Error::Range(format!("the statement uses named parameter '{name}': pass an object, not an array"))),
+        Some(name) => Err(Error::Range(format!(
+            "the statement uses named parameter {}: pass an object, not an array",
+            crate::error::shown_name(&name)
+        ))),
         None => Ok(()),
     }
 }
@@ -158,7 +161,8 @@ mod tests {
         let mut stmt = conn.prepare(&format!("SELECT :{name}, :b")).unwrap();
         let twice = Params::Named(vec![(name.clone(), Value::Integer(1)), (format!(":{name}"), Value::Integer(1))]);
         let missing = Params::Named(vec![("b".into(), Value::Integer(1))]);
-        for params in [twice, missing] {
+        let positional = Params::Positional(vec![Value::Integer(1), Value::Integer(1)]);
+        for params in [twice, missing, positional] {
             match bind(&mut stmt, &params) {
                 Err(Error::Range(m)) => assert!(!m.contains("SECRET"), "{m}"),
                 other => panic!("{other:?}"),

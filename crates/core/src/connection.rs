@@ -558,10 +558,19 @@ fn select_cipher(conn: &Connection, cipher: Cipher) -> Result<()> {
     Ok(())
 }
 
-/// How many times an open reads the schema to check its key, at most; and how long a read
-/// that fails must have taken to be tried again (see `unlock`).
+/// How many times an open reads the schema to check its key, at most (see `unlock`).
 const KEY_CHECKS: usize = 3;
-const KEY_CHECK_WAITED: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// The first bytes of the database file: the key-derivation salt of the ciphers that keep
+/// one (SQLite3MC writes it in place of "SQLite format 3"), the page size and the journal
+/// mode's bytes. A rekey changes them; a wrong key does not. None if it cannot be read.
+fn file_start(conn: &Connection) -> Option<[u8; 24]> {
+    use std::io::Read;
+    let path = conn.path().filter(|p| !p.is_empty())?;
+    let mut start = [0u8; 24];
+    std::fs::File::open(path).ok()?.read_exact(&mut start).ok()?;
+    Some(start)
+}
 
 /// Applies the key (if any) to a connection just opened, before anything else runs on it,
 /// then (if `check`) reads the schema: a wrong or missing key fails here, with a message
@@ -580,22 +589,25 @@ pub(crate) fn unlock(conn: &Connection, key: Option<&Key>, check: bool) -> Resul
         }
         Ok(())
     };
+    // Read before the key is applied: SQLite3MC derives the key from the file's salt then.
+    let mut before = if check && key.is_some() { file_start(conn) } else { None };
     apply_key()?;
     if !check {
         return Ok(());
     }
-    // A check that waited for a lock and then could not decrypt may have read the file as a
-    // rekey by another connection ended (it failed with either key then): it is tried again,
-    // as long as its tries wait. A wrong key fails at once, without a wait, and is not.
+    // A key derived from the salt of a file that another connection's rekey then rewrote
+    // fails with the new key as with the old: when the file's first bytes changed since the
+    // key was applied, the key is applied again (from the new salt) and the check repeated.
+    // A wrong key leaves the file as it was and is not tried again.
     let check = || conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0));
-    let mut started = std::time::Instant::now();
     let mut checked = check();
     for _ in 1..KEY_CHECKS {
         let not_a_database = matches!(&checked, Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase));
-        if !not_a_database || started.elapsed() < KEY_CHECK_WAITED {
+        let now = if not_a_database { file_start(conn) } else { None };
+        if now.is_none() || before.is_none() || now == before {
             break;
         }
-        started = std::time::Instant::now();
+        before = now;
         apply_key()?;
         checked = check();
     }
