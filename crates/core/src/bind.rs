@@ -161,7 +161,7 @@ mod tests {
         let mut stmt = conn.prepare(&format!("SELECT :{name}, :b")).unwrap();
         let twice = Params::Named(vec![(name.clone(), Value::Integer(1)), (format!(":{name}"), Value::Integer(1))]);
         let missing = Params::Named(vec![("b".into(), Value::Integer(1))]);
-        let positional = Params::Positional(vec![Value::Integer(1), Value::Integer(1)]);
+        let positional = Params::Positional(vec![Value::Integer(1), Value::Integer(1)].into());
         for params in [twice, missing, positional] {
             match bind(&mut stmt, &params) {
                 Err(Error::Range(m)) => assert!(!m.contains("SECRET"), "{m}"),
