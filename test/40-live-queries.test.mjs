@@ -245,6 +245,22 @@ test('a USING or NATURAL join counts its join columns, and a table read only thr
   }
 });
 
+test("a USING join on a WITHOUT ROWID table's primary key counts the key as read", async (t) => {
+  // The table's b-tree is its primary key's index, sought by the key and never read by
+  // column: a review found the stream stale after the key changed.
+  const db = await fileDb(
+    t,
+    "CREATE TABLE a(k, x); INSERT INTO a VALUES (1, 10), (2, 20); CREATE TABLE w(k PRIMARY KEY, v) WITHOUT ROWID; INSERT INTO w VALUES (1, 'p')",
+  );
+  const sql = 'SELECT a.x FROM a JOIN w USING (k)';
+  const rec = await recordFirst(db.stream(sql));
+  t.after(() => rec.unsubscribe());
+  assert.deepStrictEqual(rec.last, [{ x: 10 }]);
+  await db.execute('UPDATE w SET k = 2');
+  await emissionWhere(rec, (rows) => rows.length === 1 && rows[0].x === 20, EMIT_MS, 'after the key changed');
+  assert.deepStrictEqual(rec.last, await db.select(sql));
+});
+
 test('a table whose name has a multibyte character where "sqlite_" would end is streamed like any other', async (t) => {
   // The name was cut at its seventh byte, inside a character: the reader panicked and the
   // stream ended with an internal error.

@@ -253,7 +253,7 @@ fn program_reads(conn: &Connection, sql: &str) -> Option<Vec<(String, String, Co
             // A b-tree that cannot be named: any commit may have changed it.
             let tree = tree.as_ref()?;
             reads.push((tree.schema.clone(), tree.table.clone(), ColumnRead::Nothing));
-            let keys = if tree.index && sought.contains(&cursor) { 0..tree.key_columns } else { 0..0 };
+            let keys = if sought.contains(&cursor) { 0..tree.key_columns } else { 0..0 };
             let columns = column_reads.iter().filter(|(c, _)| *c == cursor).map(|&(_, column)| column);
             for column in keys.chain(columns) {
                 let Some(read) = tree.column(column) else { continue };
@@ -268,25 +268,26 @@ fn program_reads(conn: &Connection, sql: &str) -> Option<Vec<(String, String, Co
 struct Tree {
     schema: String,
     table: String,
-    index: bool,
     /// The table's column index (`cid`) of each of the b-tree's columns, by position (as
     /// a program's `Column` reads number them): -1 for the rowid, -2 for an expression.
     /// None if not known. A rowid table stores its columns in the table's order less its
     /// VIRTUAL generated ones; a WITHOUT ROWID table stores them in its primary key
     /// index's order.
     cids: Option<Vec<i64>>,
-    /// How many of an index's columns are its key (the rest locate the table's row).
+    /// How many of the b-tree's first columns are its key, which a seek compares: an
+    /// index's, a WITHOUT ROWID table's primary key (0 for a rowid table, sought by rowid).
     key_columns: i64,
 }
 
 impl Tree {
     fn of(conn: &Connection, schema: &str, root: i64) -> Option<Tree> {
         let (table, index) = b_tree(conn, schema, root)?;
-        let (cids, key_columns) = match &index {
-            Some(index) => index_columns(conn, schema, index).map_or((None, 0), |(c, k)| (Some(c), k)),
-            None => (table_storage(conn, schema, &table), 0),
+        let columns = match &index {
+            Some(index) => index_columns(conn, schema, index),
+            None => table_storage(conn, schema, &table),
         };
-        Some(Tree { schema: schema.to_owned(), table, index: index.is_some(), cids, key_columns })
+        let (cids, key_columns) = columns.map_or((None, 0), |(c, k)| (Some(c), k));
+        Some(Tree { schema: schema.to_owned(), table, cids, key_columns })
     }
 
     /// What reading column `n` of this b-tree reads of its table; None for the rowid, which
@@ -322,21 +323,23 @@ fn index_columns(conn: &Connection, schema: &str, index: &str) -> Option<(Vec<i6
     Some((columns.into_iter().map(|c| c.0).collect(), keys))
 }
 
-/// A table's columns in the order its own b-tree stores them, as the table's column indexes.
-fn table_storage(conn: &Connection, schema: &str, table: &str) -> Option<Vec<i64>> {
+/// A table's columns in the order its own b-tree stores them, as the table's column indexes,
+/// and how many of them are the key a seek compares (a WITHOUT ROWID table's b-tree is its
+/// primary key's index, which `sqlite_schema` lists with the table's root page).
+fn table_storage(conn: &Connection, schema: &str, table: &str) -> Option<(Vec<i64>, i64)> {
     let without_rowid: bool = conn
         .query_row("SELECT wr FROM pragma_table_list(?1) WHERE schema = ?2 COLLATE NOCASE", [table, schema], |r| r.get(0))
         .ok()?;
     if without_rowid {
         let pk = "SELECT name FROM pragma_index_list(?1, ?2) WHERE origin = 'pk'";
         let pk: String = conn.query_row(pk, [table, schema], |r| r.get(0)).ok()?;
-        return index_columns(conn, schema, &pk).map(|(cids, _)| cids);
+        return index_columns(conn, schema, &pk);
     }
     // hidden 2: a VIRTUAL generated column, computed rather than stored.
     let sql = "SELECT cid FROM pragma_table_xinfo(?1, ?2) WHERE hidden <> 2 ORDER BY cid";
     let mut stmt = conn.prepare(sql).ok()?;
     let rows = stmt.query_map([table, schema], |r| r.get::<_, i64>(0)).ok()?;
-    rows.collect::<rusqlite::Result<Vec<i64>>>().ok()
+    rows.collect::<rusqlite::Result<Vec<i64>>>().ok().map(|cids| (cids, 0))
 }
 
 /// Adds the key columns of the table's indexes (its primary key's, for a WITHOUT ROWID
@@ -477,6 +480,9 @@ mod tests {
         assert_eq!(cols("SELECT * FROM pq", "main.q"), ([0, 1].into(), false));
         // Read through an index: the index's column is the table's.
         assert_eq!(cols("SELECT x FROM p LEFT JOIN r USING (k)", "main.r").0, [0].into());
+        // Sought by a WITHOUT ROWID table's primary key, whose index is the table's b-tree.
+        c.execute_batch("CREATE TABLE w(j, k, v, PRIMARY KEY (k, j)) WITHOUT ROWID").unwrap();
+        assert_eq!(cols("SELECT p.x FROM p JOIN w USING (k)", "main.w").0, [0, 1].into());
     }
 
     /// A name with a multibyte character where "sqlite_" or "pragma_" would end.
