@@ -115,12 +115,18 @@ function closest(name: string, known: readonly string[]): string | undefined {
 export function checkKeys(what: string, value: unknown, known: readonly string[]): asserts value is Record<string, unknown> {
   // Any object: class instances (an aggregate's methods on a prototype) and objects of
   // another realm are fine; null and primitives are not.
+  checkOptionsObject(what, value);
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key)) refuseUnknown(what, key, known);
+  }
+}
+
+/** Options are an object's properties: not a primitive, and not a Map or a Set, whose
+ * entries are no properties and would be ignored. */
+function checkOptionsObject(what: string, value: unknown): asserts value is object {
   if (value === null || typeof value !== 'object') throw new TypeError(`${what} options must be an object`);
   if (types.isMap(value) || types.isSet(value)) {
     throw new TypeError(`${what} options must be an object with the options as its properties, not a ${types.isMap(value) ? 'Map' : 'Set'}`);
-  }
-  for (const key of Object.keys(value)) {
-    if (!known.includes(key)) refuseUnknown(what, key, known);
   }
 }
 
@@ -142,10 +148,7 @@ function refuseUnknown(what: string, key: string, known: readonly string[]): nev
  * plaintext database).
  */
 export function ownOptions<T>(what: string, value: unknown, known: readonly string[]): Partial<T> {
-  if (value === null || typeof value !== 'object') throw new TypeError(`${what} options must be an object`);
-  if (types.isMap(value) || types.isSet(value)) {
-    throw new TypeError(`${what} options must be an object with the options as its properties, not a ${types.isMap(value) ? 'Map' : 'Set'}`);
-  }
+  checkOptionsObject(what, value);
   const copy: Record<string, unknown> = Object.create(null);
   for (const key of Object.getOwnPropertyNames(value)) {
     if (known.includes(key)) copy[key] = (value as Record<string, unknown>)[key];

@@ -207,10 +207,11 @@ fn add_read(
 /// `EXPLAIN` listing: its `OpenRead` cursors (a table's or an index's root page) and the
 /// `Column` reads on them. The authorizer misses some: SQLite builds a `USING` or `NATURAL`
 /// join's condition without it, so `SELECT a.x FROM a JOIN b USING (k)` reports neither `k`
-/// nor `b`. A column read through an index is mapped to the table's column; one of a
-/// WITHOUT ROWID table or of a table with generated columns (whose programs number columns
-/// by storage, not by the table's order) counts as any column. Virtual tables have no
-/// b-tree here; the authorizer reports them. None if the listing cannot be had.
+/// nor `b`. A column read by its position in a b-tree (an index's, or a table's storage
+/// order, which is not the table's for a WITHOUT ROWID table or past a VIRTUAL generated
+/// column) is mapped to the table's column; a seek adds the b-tree's key columns. Virtual
+/// tables have no b-tree here; the authorizer reports them. None if the listing cannot be
+/// had.
 fn program_reads(conn: &Connection, sql: &str) -> Option<Vec<(String, String, ColumnRead)>> {
     const OPFLAG_P2ISREG: i64 = 0x10;
     let mut cursors: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
