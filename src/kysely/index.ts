@@ -81,8 +81,29 @@ export class QuietsqliteDialect implements Dialect {
  * what is missing. A failing migration then leaves nothing of its run behind.
  */
 export class QuietsqliteAdapter extends SqliteAdapter {
+  /** Settles when the migration run holding the lock releases it. */
+  #migrationTurn: Promise<void> = Promise.resolve();
+  #releaseMigration: (() => void) | undefined;
+
   override get supportsTransactionalDdl(): boolean {
     return true;
+  }
+
+  /** Runs of one Kysely instance take turns. With `disableTransactions: true` (a table
+   * rebuild under `PRAGMA foreign_keys = OFF` needs it) no transaction serializes them, and
+   * parallel runs each applied a migration before the others' rows told them it was done. */
+  override async acquireMigrationLock(): Promise<void> {
+    const previous = this.#migrationTurn;
+    let release!: () => void;
+    this.#migrationTurn = new Promise((resolve) => (release = resolve));
+    await previous;
+    this.#releaseMigration = release;
+  }
+
+  override async releaseMigrationLock(): Promise<void> {
+    const release = this.#releaseMigration;
+    this.#releaseMigration = undefined;
+    release?.();
   }
 }
 
@@ -238,12 +259,18 @@ class QuietsqliteConnection implements DatabaseConnection {
     const rows: AsyncIterable<R> | R[] =
       this.#tx !== undefined ? await this.#tx.select<R>(sql, parameters) : iterateOrSelect<R>(this.#db, sql, parameters);
     let chunk: R[] = [];
-    for await (const row of rows) {
-      chunk.push(row);
-      if (chunk.length >= chunkSize) {
-        yield { rows: chunk };
-        chunk = [];
+    try {
+      for await (const row of rows) {
+        chunk.push(row);
+        if (chunk.length >= chunkSize) {
+          yield { rows: chunk };
+          chunk = [];
+        }
       }
+    } catch (err) {
+      // The rows read before a failure go out before it, as the iterator hands them out.
+      if (chunk.length > 0) yield { rows: chunk };
+      throw err;
     }
     if (chunk.length > 0) yield { rows: chunk };
   }

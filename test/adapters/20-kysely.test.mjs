@@ -324,6 +324,43 @@ test('migrations started in parallel apply each migration once', async () => {
   await k.destroy();
 });
 
+test('with disableTransactions, parallel runs of one Kysely instance still apply each migration once', async () => {
+  // No transaction serialized them: 4 runs applied the seed 4 times (9 of 10 in a probe),
+  // three then failing on the migration table's UNIQUE name.
+  const db = await tmp.open();
+  const k = new Kysely({ dialect: new QuietsqliteDialect({ database: db }) });
+  await sql`CREATE TABLE settings (k TEXT)`.execute(k);
+  const migrations = { '001_seed': { up: async (d) => { await d.insertInto('settings').values({ k: 'seed' }).execute(); } } };
+  const runs = await Promise.all(
+    Array.from({ length: 4 }, () => new Migrator({ db: k, provider: { getMigrations: async () => migrations }, disableTransactions: true }).migrateToLatest()),
+  );
+  assert.deepEqual(runs.map((r) => r.error), runs.map(() => undefined));
+  assert.deepEqual(await db.select('SELECT count(*) AS n FROM settings'), [{ n: 1 }]);
+  await k.destroy();
+});
+
+test('a stream whose read fails part-way yields every row the reader sent before the failure', async () => {
+  const db = await tmp.open();
+  const k = new Kysely({ dialect: new QuietsqliteDialect({ database: db }) });
+  await db.execute('CREATE TABLE r (id INTEGER PRIMARY KEY)');
+  await db.execute('WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000) INSERT INTO r SELECT n FROM c');
+  const failing = k
+    .selectFrom('r')
+    .select(['id', sql`json(CASE WHEN id = 600 THEN '{bad' ELSE '1' END)`.as('j')])
+    .orderBy('id');
+  const seen = [];
+  const err = await (async () => {
+    for await (const row of failing.stream(100)) {
+      seen.push(row.id);
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+  })().then(() => undefined, (e) => e);
+  assert.ok(err instanceof SqliteError, String(err));
+  // Rows 1-512 came in the reader's first two chunks of 256; the one of 513-768 failed.
+  assert.deepEqual(seen, Array.from({ length: 512 }, (_, i) => i + 1));
+  await k.destroy();
+});
+
 test('raw INSERT ... RETURNING reports its rows only, as Kysely\'s SQLite dialect does', async () => {
   const { k } = await setup();
   const r = await sql`INSERT INTO person (first_name) VALUES (${'Raw'}) RETURNING first_name`.execute(k);
