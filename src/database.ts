@@ -616,11 +616,20 @@ export class Database implements Executor, TransactionHost, StatementHost {
           emit: (payload) => {
             if (internal.signal.aborted) return;
             const [remaining, total] = payload as unknown as [number, number];
-            try {
-              scope.runInAsyncScope(onProgress, undefined, { remaining, total });
-            } catch (err) {
+            const stop = (err: unknown): void => {
               thrown ??= { err };
               internal.abort(err);
+            };
+            try {
+              const result: unknown = scope.runInAsyncScope(onProgress, undefined, { remaining, total });
+              // An async onProgress that rejects stops the backup as a throw does (its
+              // rejection went unhandled and ended the process); once the backup is done,
+              // a late one is handled and changes nothing.
+              if (result !== null && typeof result === 'object' && typeof (result as PromiseLike<unknown>).then === 'function') {
+                (result as PromiseLike<unknown>).then(undefined, stop);
+              }
+            } catch (err) {
+              stop(err);
             }
           },
           fail: () => {},

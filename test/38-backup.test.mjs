@@ -132,6 +132,27 @@ test('onProgress is called on the JavaScript thread, throttled, and its exceptio
   );
 });
 
+test('an async onProgress that rejects stops the backup as a throw does, and never goes unhandled', async (t) => {
+  // Its rejection was left unhandled: the process ended (exit code 1) and the backup resolved.
+  const dir = await tempDir(t);
+  const db = await Database.open(join(dir, 'src.db'));
+  t.after(() => db.close());
+  await fill(db, 3000, 4000); // hundreds of one-page steps: reports come while it runs
+  const unhandled = [];
+  const onUnhandled = (reason) => unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  t.after(() => process.off('unhandledRejection', onUnhandled));
+  const boom = new Error('async progress failed');
+  const outcome = await db.backup(join(dir, 'copy.db'), { pagesPerStep: 1, onProgress: async () => { throw boom; } }).then(
+    () => 'resolved',
+    (e) => e,
+  );
+  await new Promise((resolve) => setImmediate(resolve));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(unhandled, []);
+  assert.equal(outcome, boom);
+});
+
 test('a backup that a plain close() lets finish still makes its last report, remaining 0', async (t) => {
   const dir = await tempDir(t);
   const db = await Database.open(join(dir, 'src.db'), { readers: 2 });
@@ -253,6 +274,31 @@ test('backup errors: destination is the database, not writable, bad options, clo
   const closed = await rejectsAsync(() => db.backup(join(dir, 'y.db')), Error);
   assert.equal(closed.code, 'ERR_QUIETSQLITE_CLOSED');
   await rejectsAsync(() => db.serialize(), (e) => e.code === 'ERR_QUIETSQLITE_CLOSED');
+});
+
+test("backup refuses a destination whose -wal or -journal the database is, and a FIFO", async (t) => {
+  // The copy is published by deleting the destination's -wal and -journal: a database
+  // opened as `app.db-wal` and backed up to `app.db` was deleted (SQLITE_IOERR_FSTAT on the
+  // next read). A FIFO (or /dev/null) at the destination was replaced by a regular file.
+  const dir = await tempDir(t);
+  for (const suffix of ['-wal', '-journal', '-shm']) {
+    const db = await Database.open(join(dir, `app${suffix.length}.db${suffix}`));
+    await db.execute('CREATE TABLE t(x); INSERT INTO t VALUES (1)');
+    await rejectsAsync(() => db.backup(join(dir, `app${suffix.length}.db`)), RangeError, suffix);
+    assert.deepEqual(await db.select('SELECT x FROM t'), [{ x: 1 }]);
+    assert.ok(existsSync(join(dir, `app${suffix.length}.db${suffix}`)));
+    await db.close();
+  }
+  const { spawnSync } = await import('node:child_process');
+  const { statSync } = await import('node:fs');
+  const fifo = join(dir, 'pipe.db');
+  if (spawnSync('mkfifo', [fifo]).status !== 0) return t.skip('mkfifo is not available');
+  const db = await Database.open(join(dir, 'src.db'));
+  await db.execute('CREATE TABLE t(x)');
+  const err = await rejectsAsync(() => db.backup(fifo), SqliteError);
+  assertSqliteError(err, 'SQLITE_CANTOPEN');
+  assert.ok(statSync(fifo).isFIFO());
+  await db.close();
 });
 
 test('close() waits for a running backup, which completes', async (t) => {

@@ -156,19 +156,33 @@ fn check_destination(conn: &Connection, dest: &Path) -> Result<()> {
     });
     let Ok(target) = target else { return Ok(()) };
     let source = std::fs::canonicalize(&source).unwrap_or(source);
-    let base = source.as_os_str().to_owned();
+    let with = |path: &Path, suffix: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        PathBuf::from(p)
+    };
+    let side_files = ["-wal", "-shm", "-journal"];
+    // The destination is the database or one of its side files; or the database is one of
+    // the destination's side files, which the backup deletes once the copy is in place (a
+    // database opened as `app.db-wal`, backed up to `app.db`, was deleted).
     let is_own = target == source
-        || ["-wal", "-shm", "-journal"].iter().any(|s| {
-            let mut p = base.clone();
-            p.push(s);
-            target == Path::new(&p)
-        });
+        || side_files.iter().any(|s| target == with(&source, s) || with(&target, s) == source);
     if is_own {
         return Err(Error::Range(
-            "the backup destination is the database itself (or one of its -wal, -shm or -journal files); \
-             give backup() another path"
+            "the backup destination is the database itself, one of its -wal, -shm or -journal files, \
+             or a file whose -wal, -shm or -journal the database is; give backup() another path"
                 .into(),
         ));
+    }
+    // The copy is renamed over the destination: a FIFO, socket or device there (`/dev/null`)
+    // would be replaced by a regular file.
+    if let Ok(meta) = std::fs::metadata(dest) {
+        if !meta.is_file() && !meta.is_dir() {
+            return Err(Error::sqlite(
+                ffi::SQLITE_CANTOPEN,
+                "the backup destination names a FIFO, socket or device, not a file",
+            ));
+        }
     }
     Ok(())
 }
