@@ -366,6 +366,46 @@ test('an abort interrupts a statement that keeps calling a function', async () =
   assert.deepEqual(await db.selectOne('SELECT tick(7) AS v'), { v: 7 });
 });
 
+test('no call of a function runs after its statement was cancelled or force-closed', async () => {
+  // The progress handler looks every 1000 instructions: 246 calls ran after a select's abort
+  // (its promise already rejected), 107 in an execute, and a force close let short
+  // statements finish with every row.
+  const db = await fresh();
+  await db.execute(`CREATE TABLE n(x); ${COUNT_TO(5000)}INSERT INTO n SELECT x FROM c`);
+  for (const method of ['select', 'execute']) {
+    const ac = new AbortController();
+    let calls = 0;
+    let afterAbort = 0;
+    db.function('stop_at_3', (x) => {
+      if (ac.signal.aborted) afterAbort++;
+      if (++calls === 3) ac.abort();
+      return x;
+    });
+    const sql = method === 'select' ? 'SELECT stop_at_3(x) AS x FROM n' : 'UPDATE n SET x = stop_at_3(x)';
+    const s = await settleWithin(db[method](sql, [], { signal: ac.signal }), 3000);
+    assert.equal(s.state, 'rejected', method);
+    assert.equal(s.reason.name, 'AbortError', method);
+    // A read's promise rejects at once: time for a statement that went on to call.
+    await sleep(100);
+    assert.equal(afterAbort, 0, `${method}: calls after the abort`);
+  }
+  assert.deepEqual(await db.selectOne('SELECT count(*) AS n, sum(x) AS s FROM n'), { n: 5000, s: 12502500 });
+  const db2 = await fresh();
+  let forced;
+  let n = 0;
+  let afterClose = 0;
+  db2.function('close_at_3', (x) => {
+    if (forced !== undefined) afterClose++;
+    if (++n === 3) forced = db2.close({ force: true });
+    return x;
+  });
+  const s = await settleWithin(db2.select(`${COUNT_TO(100)}SELECT close_at_3(x) AS x FROM c`), 3000);
+  assert.equal(s.state, 'rejected');
+  assert.equal(s.reason.code, 'ERR_QUIETSQLITE_CLOSED');
+  assert.equal(afterClose, 0);
+  assert.equal((await settleWithin(forced, 3000)).state, 'fulfilled');
+});
+
 test('close() waits for a statement inside functions; close({ force: true }) interrupts it', async () => {
   const db = await fresh();
   let calls = 0;

@@ -260,7 +260,7 @@ impl Watch {
 
     /// Decides whether a dequeued request runs; a request without ticket always does
     /// (unless the database is being force-closed).
-    pub(crate) fn start(&self, id: RequestId, ticket: Option<Arc<Ticket>>) -> Start<'_> {
+    pub(crate) fn start(self: &Arc<Self>, id: RequestId, ticket: Option<Arc<Ticket>>) -> Start<'_> {
         if let Some(t) = &ticket {
             if !t.begin() {
                 return Start::Skip;
@@ -276,8 +276,23 @@ impl Watch {
             *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, t));
             self.armed.store(true, Ordering::Release);
         }
+        RUNNING_HERE.with(|r| *r.borrow_mut() = Some(self.clone()));
         Start::Run(Running { watch: self })
     }
+}
+
+thread_local! {
+    /// The watch of the request this thread runs, for what SQLite calls back into while it
+    /// runs (user-defined functions: see `interrupt_pending`).
+    static RUNNING_HERE: std::cell::RefCell<Option<Arc<Watch>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Whether the request this thread runs is to be interrupted (cancelled, or the database
+/// force-closed). The progress handler looks every `PROGRESS_OPS` instructions; a statement
+/// that calls a user-defined function on each row asks before each call, so that no call
+/// runs once it was cancelled (246 more ran after an abort, with the read's promise settled).
+pub(crate) fn interrupt_pending() -> bool {
+    RUNNING_HERE.try_with(|r| r.borrow().as_ref().is_some_and(|w| w.should_interrupt())).unwrap_or(false)
 }
 
 /// A request running under a watch; dropping it ends the request's ticket.
@@ -294,6 +309,7 @@ impl Running<'_> {
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
+        let _ = RUNNING_HERE.try_with(|r| r.borrow_mut().take());
         if !self.watch.armed.swap(false, Ordering::AcqRel) {
             return;
         }

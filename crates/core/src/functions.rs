@@ -353,6 +353,12 @@ impl std::fmt::Display for Failed {
 impl std::error::Error for Failed {}
 
 fn call(def: &Definition, op: Op, state: u64, args: Vec<Value>) -> rusqlite::Result<Value> {
+    // Cancelled (or force-closed) since the progress handler last looked: the statement ends
+    // here, as that handler would end it, without calling into JavaScript again. The code
+    // alone (no message) keeps SQLITE_INTERRUPT as the statement's error.
+    if crate::cancel::interrupt_pending() {
+        return Err(rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_INTERRUPT), None));
+    }
     let outcome = def.invoker.invoke(Call { op, function: def.id, name: &def.name, state, args });
     outcome.map_err(|e| {
         let text = failure_text(&e);

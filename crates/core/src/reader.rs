@@ -340,7 +340,7 @@ pub(crate) fn run(
 /// Runs one read request and sends its completion (unless it was cancelled while queued).
 fn serve_read(
     conn: &ReadConnection,
-    watch: &Watch,
+    watch: &Arc<Watch>,
     sink: &Arc<dyn CompletionSink>,
     catalog: &crate::functions::Catalog,
     job: ReadJob,
