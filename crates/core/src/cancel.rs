@@ -276,19 +276,26 @@ impl Watch {
             *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, t));
             self.armed.store(true, Ordering::Release);
         }
-        RUNNING_HERE.with(|r| *r.borrow_mut() = Some(self.clone()));
+        // A thread serves one connection's watch: set once, not per request (whether a
+        // request runs is the watch's own `armed`).
+        RUNNING_HERE.with(|r| {
+            let mut here = r.borrow_mut();
+            if !here.as_ref().is_some_and(|w| Arc::ptr_eq(w, self)) {
+                *here = Some(self.clone());
+            }
+        });
         Start::Run(Running { watch: self })
     }
 }
 
 thread_local! {
-    /// The watch of the request this thread runs, for what SQLite calls back into while it
-    /// runs (user-defined functions: see `interrupt_pending`).
+    /// The watch of the connection whose requests this thread runs, for what SQLite calls
+    /// back into while one runs (user-defined functions: see `interrupt_pending`).
     static RUNNING_HERE: std::cell::RefCell<Option<Arc<Watch>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Whether the request this thread runs is to be interrupted (cancelled, or the database
-/// force-closed). The progress handler looks every `PROGRESS_OPS` instructions; a statement
+/// force-closed; false on a thread that runs no requests). The progress handler looks every `PROGRESS_OPS` instructions; a statement
 /// that calls a user-defined function on each row asks before each call, so that no call
 /// runs once it was cancelled (246 more ran after an abort, with the read's promise settled).
 pub(crate) fn interrupt_pending() -> bool {
@@ -309,7 +316,6 @@ impl Running<'_> {
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        let _ = RUNNING_HERE.try_with(|r| r.borrow_mut().take());
         if !self.watch.armed.swap(false, Ordering::AcqRel) {
             return;
         }
