@@ -406,6 +406,44 @@ test('no call of a function runs after its statement was cancelled or force-clos
   assert.equal((await settleWithin(forced, 3000)).state, 'fulfilled');
 });
 
+test("a cancelled aggregate's accumulator is let go: its final call still runs as SQLite ends the statement", async () => {
+  // The check that stops calls once a request is cancelled stopped the final one too, which
+  // is what drops the accumulator: 200 timed-out reads kept 200 accumulators until close().
+  const { setFlagsFromString } = await import('node:v8');
+  const { runInNewContext } = await import('node:vm');
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc');
+  const db = await fresh();
+  const accumulators = [];
+  db.aggregate('slow_sum', {
+    start: () => {
+      const acc = { sum: 0, ballast: new Array(10_000).fill(0) };
+      accumulators.push(new WeakRef(acc));
+      return acc;
+    },
+    step: (acc, x) => {
+      const until = performance.now() + 1;
+      while (performance.now() < until);
+      acc.sum += x;
+      return acc;
+    },
+    result: (acc) => acc.sum,
+  });
+  for (let i = 0; i < 5; i++) {
+    const s = await settleWithin(db.select(`${COUNT_TO(1000)}SELECT slow_sum(x) AS s FROM c`, [], { timeoutMs: 20 }), 3000);
+    assert.equal(s.state, 'rejected');
+    assert.equal(s.reason.name, 'TimeoutError');
+  }
+  await db.selectOne('SELECT 1');
+  for (let i = 0; i < 5 && accumulators.some((r) => r.deref() !== undefined); i++) {
+    await sleep(20);
+    gc();
+  }
+  assert.equal(accumulators.length, 5);
+  assert.equal(accumulators.filter((r) => r.deref() !== undefined).length, 0);
+  await db.close();
+});
+
 test('close() waits for a statement inside functions; close({ force: true }) interrupts it', async () => {
   const db = await fresh();
   let calls = 0;

@@ -276,17 +276,18 @@ test('backup errors: destination is the database, not writable, bad options, clo
   await rejectsAsync(() => db.serialize(), (e) => e.code === 'ERR_QUIETSQLITE_CLOSED');
 });
 
-test("backup refuses a destination whose -wal or -journal the database is, and a FIFO", async (t) => {
+test("backup refuses a destination whose -wal, -shm or -journal the database is, and a FIFO", async (t) => {
   // The copy is published by deleting the destination's -wal and -journal: a database
   // opened as `app.db-wal` and backed up to `app.db` was deleted (SQLITE_IOERR_FSTAT on the
   // next read). A FIFO (or /dev/null) at the destination was replaced by a regular file.
   const dir = await tempDir(t);
   for (const suffix of ['-wal', '-journal', '-shm']) {
-    const db = await Database.open(join(dir, `app${suffix.length}.db${suffix}`));
+    const name = `app${suffix}`;
+    const db = await Database.open(join(dir, `${name}.db${suffix}`));
     await db.execute('CREATE TABLE t(x); INSERT INTO t VALUES (1)');
-    await rejectsAsync(() => db.backup(join(dir, `app${suffix.length}.db`)), RangeError, suffix);
+    await rejectsAsync(() => db.backup(join(dir, `${name}.db`)), RangeError, suffix);
     assert.deepEqual(await db.select('SELECT x FROM t'), [{ x: 1 }]);
-    assert.ok(existsSync(join(dir, `app${suffix.length}.db${suffix}`)));
+    assert.ok(existsSync(join(dir, `${name}.db${suffix}`)));
     await db.close();
   }
   const { spawnSync } = await import('node:child_process');

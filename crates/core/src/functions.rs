@@ -355,8 +355,10 @@ impl std::error::Error for Failed {}
 fn call(def: &Definition, op: Op, state: u64, args: Vec<Value>) -> rusqlite::Result<Value> {
     // Cancelled (or force-closed) since the progress handler last looked: the statement ends
     // here, as that handler would end it, without calling into JavaScript again. The code
-    // alone (no message) keeps SQLITE_INTERRUPT as the statement's error.
-    if crate::cancel::interrupt_pending() {
+    // alone (no message) keeps SQLITE_INTERRUPT as the statement's error. An aggregate's
+    // final call still goes through: SQLite makes it as it tears the statement down, and
+    // it is what lets the front end drop the group's accumulator.
+    if op != Op::Final && crate::cancel::interrupt_pending() {
         return Err(rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_INTERRUPT), None));
     }
     let outcome = def.invoker.invoke(Call { op, function: def.id, name: &def.name, state, args });
