@@ -129,10 +129,12 @@ export class RowIterator<T> implements AsyncIterableIterator<T> {
 
   next(): Promise<IteratorResult<T>> {
     if (this.#at < this.#chunk.length) return Promise.resolve({ done: false, value: this.#chunk[this.#at++]! });
-    // Rows that came before a failure of the query go out before it (see `#fail`).
-    if (this.#ahead !== undefined && this.#failure !== undefined) this.#take(this.#ahead);
-    if (this.#at < this.#chunk.length) return Promise.resolve({ done: false, value: this.#chunk[this.#at++]! });
     if (this.#failure !== undefined) {
+      // Rows that came before a failure of the query go out before it (see `#fail`).
+      if (this.#ahead !== undefined) {
+        this.#take(this.#ahead);
+        if (this.#at < this.#chunk.length) return Promise.resolve({ done: false, value: this.#chunk[this.#at++]! });
+      }
       const f = this.#failure.error;
       this.#failure = undefined;
       this.#finish();

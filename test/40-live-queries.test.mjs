@@ -739,8 +739,8 @@ test("a stream that joins while its group's run fails for an older write waits f
     'SELECT (WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 300000) SELECT sum(i) FROM c) AS s, ' +
     "CASE WHEN bad THEN json('not json{') ELSE 'fine' END AS j FROM cfg";
   const keep = db.stream(SQL);
-  const keepErrors = [];
-  await new Promise((resolve) => keep.subscribe(() => resolve(), (e) => keepErrors.push(e)));
+  // Its own re-runs for the bad state fail, as they should: only the joiners are checked.
+  await new Promise((resolve) => keep.subscribe(() => resolve(), () => {}));
   // Timing decides whether a join lands during the failing run (about half the rounds of a
   // probe did): eight rounds.
   for (let round = 0; round < 8; round++) {

@@ -176,15 +176,7 @@ fn check_destination(conn: &Connection, dest: &Path) -> Result<()> {
     }
     // The copy is renamed over the destination: a FIFO, socket or device there (`/dev/null`)
     // would be replaced by a regular file.
-    if let Ok(meta) = std::fs::metadata(dest) {
-        if !meta.is_file() && !meta.is_dir() {
-            return Err(Error::sqlite(
-                ffi::SQLITE_CANTOPEN,
-                "the backup destination names a FIFO, socket or device, not a file",
-            ));
-        }
-    }
-    Ok(())
+    crate::connection::refuse_special_file(dest, "the backup destination")
 }
 
 /// A new, empty file in the destination's directory (a rename within one file system is

@@ -205,13 +205,7 @@ impl Location {
     /// a FIFO and a read-only open waits for a writer to appear, forever.
     pub fn check_file_kind(&self) -> Result<()> {
         let Some(path) = self.file_path() else { return Ok(()) };
-        match std::fs::metadata(&path) {
-            Ok(meta) if !meta.is_file() && !meta.is_dir() => Err(Error::sqlite(
-                rusqlite::ffi::SQLITE_CANTOPEN,
-                "the database path names a FIFO, socket or device, not a file",
-            )),
-            _ => Ok(()),
-        }
+        refuse_special_file(&path, "the database path")
     }
 
     /// What names the file `path` (as `open` takes it): its directory's `device:inode` with
@@ -556,6 +550,17 @@ fn select_cipher(conn: &Connection, cipher: Cipher) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Refuses a FIFO, socket or device at `path` (`what` names it in the message): SQLite would
+/// open a FIFO and wait on it, and a copy renamed over one would replace it with a file.
+pub(crate) fn refuse_special_file(path: &std::path::Path, what: &str) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() && !meta.is_dir() => {
+            Err(Error::sqlite(rusqlite::ffi::SQLITE_CANTOPEN, format!("{what} names a FIFO, socket or device, not a file")))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// How many times an open reads the schema to check its key, at most (see `unlock`).
