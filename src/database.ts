@@ -9,12 +9,12 @@ import {
   checkKey,
   ownOptions,
   checkParams,
-  isParamSet,
   checkPath,
   checkSql,
   checkExtensionPath,
   resolveCallOptions,
   resolveOpenOptions,
+  takeParamSets,
   type CallOptions,
   type ArrayRowMode,
   type CallSettings,
@@ -114,26 +114,6 @@ const REKEY_DONE: string = binding.REKEY_DONE;
  * soon, and a part's own cost stays small beside its rows'. */
 const BATCH_FIRST_PART = 64;
 const BATCH_PART_MAX = 4096;
-const MAX_ARRAY_LENGTH = 2 ** 32 - 1;
-
-/** `paramSets` as a new array of its sets, each read once, each an array or a plain object.
- * (A Proxy may claim any length: an impossible one is refused here.) */
-function takeParamSets(paramSets: readonly unknown[]): unknown[] {
-  const n = paramSets.length;
-  if (!(n <= MAX_ARRAY_LENGTH)) throw new RangeError('paramSets claims a length no array can have');
-  const sets: unknown[] = new Array(n);
-  for (let i = 0; i < n; i++) {
-    const set = paramSets[i];
-    // Refused as the addon refuses it, and at once: a sparse array that claims billions of
-    // sets is not walked to its end.
-    if (typeof set !== 'object' || set === null || !isParamSet(set)) {
-      throw new TypeError(`paramSets[${i}] must be an array or a plain object`);
-    }
-    sets[i] = set;
-  }
-  return sets;
-}
-
 function rejected<T>(err: unknown): Promise<T> {
   return Promise.reject(err);
 }
@@ -159,7 +139,8 @@ export class Database implements Executor, TransactionHost, StatementHost {
   /** User-defined functions (made at the first registration). */
   #functions: Functions | undefined;
   /** Opened with `inlineReads` (the addon keeps the budget). */
-  readonly #inline: boolean;
+  /** `inlineReads`' budget in microseconds; 0 when reads never run inline. */
+  readonly #inlineBudgetUs: number;
   /** A rekey() is under way: no inline read until it settled (the file changes key). */
   #inlineHeld = 0;
   /** Where inline reads write small results (made at the first one; decoded before reuse). */
@@ -195,12 +176,12 @@ export class Database implements Executor, TransactionHost, StatementHost {
     cipher: Cipher,
     encrypted: boolean,
     readonlyDb: boolean,
-    inline: boolean,
+    inlineBudgetUs: number,
     releaseFile: (() => void) | undefined,
   ) {
     this.#releaseFile = releaseFile;
     this.#path = path;
-    this.#inline = inline;
+    this.#inlineBudgetUs = inlineBudgetUs;
     this.#readonlyDb = readonlyDb;
     this.#cipher = cipher;
     this.#encrypted = encrypted;
@@ -318,7 +299,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
       o.cipher,
       o.encryption !== undefined,
       o.readonly,
-      o.inlineBudgetUs !== undefined,
+      o.inlineBudgetUs ?? 0,
       releaseFile,
     );
   }
@@ -364,6 +345,13 @@ export class Database implements Executor, TransactionHost, StatementHost {
     return sql;
   }
 
+  /** The promise of an inline read's answer: resolved at once, except for the read that
+   * meets the limit of results taken before the event loop must turn (TAKES_PER_TURN in
+   * requests.ts), whose caller resumes after the turn. */
+  #answeredInline(value: unknown): Promise<unknown> {
+    return this.#requests.inlineMustWait() ? this.#requests.afterTurn(value) : Promise.resolve(value);
+  }
+
   #read(sql: string, params: unknown, options: unknown, format: 0 | 1 | 2 | 3): Promise<unknown> {
     const tx = currentTransaction(this);
     if (tx !== undefined) {
@@ -378,15 +366,23 @@ export class Database implements Executor, TransactionHost, StatementHost {
       params = bindable(params);
       const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
       const stop = stopOf(o, NO_SIGNALS);
+      // A timeout shorter than the budget could not be kept inline: no timer fires while
+      // this thread runs the statement.
       const inline =
-        this.#inline && format !== 3 && this.#inlineHeld === 0 && this.#inlineTurn && this.#requests.idle;
+        this.#inlineBudgetUs > 0 &&
+        format !== 3 &&
+        this.#inlineHeld === 0 &&
+        this.#inlineTurn &&
+        this.#requests.idle &&
+        (o.timeoutMs === 0 || o.timeoutMs * 1000 >= this.#inlineBudgetUs) &&
+        !stop?.signals.some(signalState.aborted);
       // The text's reference once taken (a text's number is never given to another while
       // the database is open): taking it again would count a one-off text as seen twice.
       let textRef: string | number | undefined;
       // The inline attempt declined after converting the parameters: the addon keeps them
       // for the reader, and the caller's getters do not run twice.
       let parked = false;
-      if (inline && !stop?.signals.some(signalState.aborted)) {
+      if (inline) {
         // Bounded inline read (docs/experiments/022-inline-reads.md): null when it was not
         // eligible, went over budget or failed; then a reader runs it as usual. Only the
         // first read of a synchronous run, and only while no request is in flight: reads
@@ -411,10 +407,10 @@ export class Database implements Executor, TransactionHost, StatementHost {
           // through a view of it kept for the next time.
           const view = (this.#inlineView ??= new Float64Array(scratch.buffer, scratch.byteOffset, INLINE_SCRATCH_BYTES / 8));
           const rows = decodeRowsIn(scratch, view, 0, o.rowMode, this.#requests.intMode);
-          return Promise.resolve(rowsAs(FORMATS[format], rows));
+          return this.#answeredInline(rowsAs(FORMATS[format], rows));
         }
         if (out === true) parked = true;
-        else if (out !== null) return Promise.resolve(this.#requests.convert(FORMATS[format], o.rowMode, out));
+        else if (out !== null) return this.#answeredInline(this.#requests.convert(FORMATS[format], o.rowMode, out));
       }
       return this.#requests.start(
         FORMATS[format],
@@ -826,6 +822,11 @@ export class Database implements Executor, TransactionHost, StatementHost {
     } catch (err) {
       return rejected(err);
     }
+  }
+
+  /** @internal (TransactionHost) */
+  get defaultTimeoutMs(): number {
+    return this.#timeoutMs;
   }
 
   /** @internal */

@@ -59,12 +59,19 @@ export function transactionEndedError(): Error {
  * claimed (the failure was overtaken by another) does not keep its error forever. */
 const thrown = new Map<number, unknown>();
 const MAX_KEPT = 256;
+/** Errors already claimed, kept for a few more claims: a live query's failure reaches each
+ * stream of its group with the same token, and every one of them gets the value thrown.
+ * The group's deliveries come one after another, so a handful is enough. */
+const claimed = new Map<number, unknown>();
+const MAX_CLAIMED = 16;
 let nextToken = 1;
 
 /** Keeps `err` for `claimThrown`; returns its token. */
 export function keepThrown(err: unknown): number {
   const token = nextToken;
   nextToken = nextToken >= 0x7fffffff ? 1 : nextToken + 1;
+  // A token comes round again only after 2^31 throws: what is still kept under it is stale.
+  claimed.delete(token);
   thrown.set(token, err);
   if (thrown.size > MAX_KEPT) thrown.delete(thrown.keys().next().value as number);
   return token;
@@ -76,8 +83,11 @@ export function claimThrown(token: number, message: string): unknown {
   if (thrown.has(token)) {
     const err = thrown.get(token);
     thrown.delete(token);
+    claimed.set(token, err);
+    if (claimed.size > MAX_CLAIMED) claimed.delete(claimed.keys().next().value as number);
     return err;
   }
+  if (claimed.has(token)) return claimed.get(token);
   return new SqliteError(message, 'SQLITE_ERROR', 1);
 }
 

@@ -382,6 +382,26 @@ export function checkParams(params: unknown): void {
   if (!isParamSet(params)) throw new TypeError('params must be an array or a plain object (not a Map, a Date or a class instance)');
 }
 
+const MAX_ARRAY_LENGTH = 2 ** 32 - 1;
+
+/** `paramSets` as a new array of its sets, each read once, each an array or a plain object.
+ * (A Proxy may claim any length: an impossible one is refused here.) */
+export function takeParamSets(paramSets: readonly unknown[]): unknown[] {
+  const n = paramSets.length;
+  if (!(n <= MAX_ARRAY_LENGTH)) throw new RangeError('paramSets claims a length no array can have');
+  const sets: unknown[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const set = paramSets[i];
+    // Refused as the addon refuses it, and at once: a sparse array that claims billions of
+    // sets is not walked to its end.
+    if (typeof set !== 'object' || set === null || !isParamSet(set)) {
+      throw new TypeError(`paramSets[${i}] must be an array or a plain object`);
+    }
+    sets[i] = set;
+  }
+  return sets;
+}
+
 /** An array (a Proxy of one too), or a plain object: a `Map`'s entries, a `Date` or a class
  * instance are not named parameters (a Map was read by its own properties, none, and its
  * entries were ignored in silence). */

@@ -606,6 +606,23 @@ export class Requests {
     }
   };
 
+  /** Counts an inline read toward TAKES_PER_TURN, as a take. An inline read's promise
+   * resolves at once, so an awaited loop of them never let the event loop turn: timers and
+   * I/O waited for the whole loop. True when the limit is reached: the read's answer must
+   * then wait for the event loop's turn (`afterTurn`). Without Node's own immediate (a fake
+   * clock took its place) inline reads are not counted, as only polls stop at the limit. */
+  inlineMustWait(): boolean {
+    if (afterThisTurn === undefined) return false;
+    if (this.takesThisTurn >= TAKES_PER_TURN) return true;
+    this.tookOne();
+    return false;
+  }
+
+  /** `value`, once the event loop has turned (after `inlineMustWait` said so). */
+  afterTurn<T>(value: T): Promise<T> {
+    return new Promise((resolve) => afterThisTurn!(() => resolve(value)));
+  }
+
   /** Counts a take toward TAKES_PER_TURN. Without Node's own immediate (a fake clock took
    * its place) the event loop's call resets the count instead, and only polls stop at the
    * limit. */

@@ -75,6 +75,12 @@ function notify<A>(scope: AsyncResource, callback: (arg: A) => void, arg: A): vo
   scope.runInAsyncScope(callGuarded, undefined, callback, arg);
 }
 
+/** What a failure does to a subscriber that gave no onError: it is not lost, it becomes an
+ * uncaught exception, as an 'error' event without a listener does. */
+function unhandledFailure(err: Error): void {
+  throw err;
+}
+
 function callGuarded<A>(callback: (arg: A) => void, arg: A): void {
   try {
     callback(arg);
@@ -445,7 +451,7 @@ export class LiveQuery<T = Row> implements AsyncIterable<T[]> {
       if (!this.#listeners.has(l)) continue;
       // A joining listener's queued first rows are older than this failure.
       l.got = true;
-      if (l.onError !== undefined) notify(l.scope, l.onError, err);
+      notify(l.scope, l.onError ?? unhandledFailure, err);
     }
     for (const it of [...this.#iterators]) {
       // Rows buffered before the failure are older than it: the error is what is current.

@@ -5,6 +5,7 @@
 import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
 import { transactionEndedError } from './errors';
 import { ownOptions } from './options';
+import { HeldCall, HeldParams } from './held-call';
 import { checkSignal, signalState } from './signals';
 import { Statement, statementId, type StatementHost } from './statement';
 import type { ExecuteResult, RequestTracker } from './requests';
@@ -35,6 +36,8 @@ export interface Executor {
 
 /** The operations a transaction needs from its database (implemented by Database). */
 export interface TransactionHost {
+  /** The `timeoutMs` open option (0: none): a held call's timeout starts when it is made. */
+  readonly defaultTimeoutMs: number;
   /** `txSignals`: aborting any of them cancels the request (the transaction's signals);
    * `tracker`: the transaction, told when the request settles. */
   writerRead(
@@ -374,71 +377,107 @@ export class Transaction implements Executor, RequestTracker {
    * sent at this level, they would commit with this transaction although the nested one
    * rejected.
    */
-  #send<T>(sql: string, send: (from: Transaction, sql: string) => Promise<T>): Promise<T> {
+  #send<T>(
+    sql: string,
+    what: HeldParams,
+    params: unknown,
+    options: unknown,
+    withRowMode: boolean,
+    send: (from: Transaction, sql: string, params: unknown, options: unknown) => Promise<T>,
+  ): Promise<T> {
     if (!this.active) return Promise.reject(transactionEndedError());
     const inside = this.#descendantInContext();
     // Sent as the nested body's own, as `db.*` calls from there are: its signals cancel it,
     // it waits for that body's own nested bodies, and it counts among the requests the body
     // may leave in flight (counted here, a failure of it slipped past both).
-    if (inside !== undefined) return inside.#send(sql, send);
-    if (this.#children === 0) return send(this, sql);
+    if (inside !== undefined) return inside.#send(sql, what, params, options, withRowMode, send);
+    if (this.#children === 0) return send(this, sql, params, options);
     // A prepared statement closed while this call waits must not fail it (calls made before
     // close() complete): it is checked now and goes by its text.
     let text = sql;
-    if ((sql as unknown) instanceof Statement) {
-      try {
+    let held: HeldCall;
+    try {
+      if ((sql as unknown) instanceof Statement) {
         statementId(sql as unknown as Statement, this.host as unknown as StatementHost);
-      } catch (err) {
-        return Promise.reject(err);
+        text = (sql as unknown as Statement).sql;
       }
-      text = (sql as unknown as Statement).sql;
+      // What the call was given is taken now, as every other call takes it: the caller may
+      // reuse its Buffer or array once the call returns (they stored the bytes changed after
+      // the call), and its timeout runs from now, its signal is watched from now.
+      held = new HeldCall(what, params, options, withRowMode, this.host.defaultTimeoutMs);
+    } catch (err) {
+      return Promise.reject(err);
     }
     // Counted from now: it may be sent after the body ended, and a failure to send it then
     // (a parameter the binding refuses) is one the body never saw. The COMMIT (or RELEASE)
     // waits until it has been sent (`drained`).
     this.requestSent();
     this.#waitingCalls++;
-    const delayed = this.#nestedEnded().then(() => {
-      this.#callWent();
-      return this.active ? send(this, text) : Promise.reject(transactionEndedError());
+    const call = new Promise<T>((resolve, reject) => {
+      let over = false;
+      held.watch((reason) => {
+        if (over) return;
+        over = true;
+        held.release();
+        reject(reason);
+      });
+      void this.#nestedEnded().then(() => {
+        this.#callWent();
+        if (over) return; // cancelled while it waited: nothing is sent
+        over = true;
+        held.release();
+        let sent: Promise<T>;
+        try {
+          sent = this.active ? send(this, text, held.params, held.optionsNow()) : Promise.reject(transactionEndedError());
+        } catch (err) {
+          sent = Promise.reject(err);
+        }
+        sent.then(resolve, reject);
+      });
     });
-    delayed.then(
+    call.then(
       () => this.requestSettled(false, undefined),
       (err: unknown) => this.requestSettled(true, err),
     );
-    return delayed;
+    return call;
   }
 
   select<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
   select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
   select<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
-    return this.#send(sql, (from, text) => this.host.writerRead(from.id, text, params, options, 0, from.signals, from) as Promise<T[]>);
+    return this.#send(sql, HeldParams.One, params, options, true, (from, text, p, o) =>
+      this.host.writerRead(from.id, text, p, o, 0, from.signals, from) as Promise<T[]>);
   }
 
   selectOne<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
   selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
   selectOne<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
-    return this.#send(sql, (from, text) => this.host.writerRead(from.id, text, params, options, 1, from.signals, from) as Promise<T | undefined>);
+    return this.#send(sql, HeldParams.One, params, options, true, (from, text, p, o) =>
+      this.host.writerRead(from.id, text, p, o, 1, from.signals, from) as Promise<T | undefined>);
   }
 
   selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer> {
-    return this.#send(sql, (from, text) => this.host.writerRead(from.id, text, params, options, 2, from.signals, from) as Promise<Buffer>);
+    return this.#send(sql, HeldParams.One, params, options, false, (from, text, p, o) =>
+      this.host.writerRead(from.id, text, p, o, 2, from.signals, from) as Promise<Buffer>);
   }
 
   execute<T = SqlValue[]>(sql: string, params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
   execute<T = Row>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
   execute<T>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }> {
-    return this.#send(sql, (from, text) => this.host.writerExecute(from.id, text, params, options, from.signals, from) as Promise<ExecuteResult & { rows: T[] }>);
+    return this.#send(sql, HeldParams.One, params, options, true, (from, text, p, o) =>
+      this.host.writerExecute(from.id, text, p, o, from.signals, from) as Promise<ExecuteResult & { rows: T[] }>);
   }
 
   executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }> {
-    return this.#send(sql, (from, text) => this.host.writerBatch(from.id, text, paramSets, options, from.signals, from));
+    return this.#send(sql, HeldParams.Sets, paramSets, options, false, (from, text, p, o) =>
+      this.host.writerBatch(from.id, text, p, o, from.signals, from));
   }
 
   /** @internal Prepares (never runs) a prepared statement on this transaction's connection
    * (format 3: its description). */
   describe(sql: string): Promise<unknown> {
-    return this.#send(sql, (from, text) => this.host.writerRead(from.id, text, undefined, undefined, 3, from.signals, from));
+    return this.#send(sql, HeldParams.None, undefined, undefined, false, (from, text) =>
+      this.host.writerRead(from.id, text, undefined, undefined, 3, from.signals, from));
   }
 
   /** A nested transaction: a savepoint inside this one. Nested bodies of one transaction

@@ -73,7 +73,7 @@ test('terminating a Worker with queries in flight does not crash the process', {
   t.after(() => again.close());
   const { n } = await again.selectOne('SELECT count(*) AS n FROM t');
   assert.ok(n >= 0 && n <= 100, `committed inserts: ${n}`);
-  assert.deepStrictEqual(await again.select('PRAGMA integrity_check'), [{ integrity_check: 'ok' }]);
+  assert.deepStrictEqual((await again.execute('PRAGMA integrity_check')).rows, [{ integrity_check: 'ok' }]);
   // And a fresh worker still works after the terminations.
   const w = new Worker(WORKER, { workerData: { mode: 'work', name: 'late', rows: 10, path: join(dir, 'late.db') } });
   assert.deepStrictEqual((await firstMessage(w)).totals, { n: 12, s: 42, owners: 1 });

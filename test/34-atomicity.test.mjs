@@ -326,6 +326,73 @@ test("a parent's call made while a nested body runs waits for it and is not undo
   await db.close();
 });
 
+test("a parent's call held for a nested body takes its parameters and options when it is made", { timeout: 10_000 }, async () => {
+  // Held calls were converted only when sent: a Buffer or array reused after the call
+  // stored the new bytes, a timeout ran from the send, and an aborted signal or a bad
+  // params object was reported only when the nested body ended.
+  const db = await tmp.open();
+  await db.execute('CREATE TABLE t(b BLOB, s TEXT)');
+  const outcomes = {};
+  await db.transaction(async (tx) => {
+    const gate = deferred();
+    const nested = tx.transaction(() => gate.promise);
+    const buf = Buffer.from('ORIGINAL');
+    const positional = [buf, 'original'];
+    const named = { b: Buffer.from('NAMED'), s: 'named' };
+    const sets = [{ b: Buffer.from('SET1'), s: 'set1' }, { b: Buffer.from('SET2'), s: 'set2' }];
+    const writes = [
+      tx.execute('INSERT INTO t VALUES (?, ?)', positional),
+      tx.execute('INSERT INTO t VALUES (:b, :s)', named),
+      tx.executeBatch('INSERT INTO t VALUES (:b, :s)', sets),
+      db.execute('INSERT INTO t VALUES (?, ?)', [new Uint8Array(Buffer.from('VIA DB')), 'via db']),
+    ];
+    buf.fill(0x58);
+    positional[1] = 'changed';
+    named.b.fill(0x59);
+    named.s = 'changed';
+    sets[0].b.fill(0x5a);
+    sets[0].s = 'changed';
+    sets[1] = { b: Buffer.from('OTHER'), s: 'other' };
+    sets.push({ b: Buffer.from('MORE'), s: 'more' });
+    const t0 = performance.now();
+    const record = (name, p) =>
+      p.then(
+        () => (outcomes[name] = { ok: true, at: performance.now() - t0 }),
+        (e) => (outcomes[name] = { error: e.name, at: performance.now() - t0 }),
+      );
+    const aborted = AbortSignal.abort(new Error('aborted before'));
+    const later = new AbortController();
+    const early = [
+      record('aborted', tx.execute('INSERT INTO t VALUES (1, 1)', [], { signal: aborted })),
+      record('badParams', tx.select('SELECT 1', new Map())),
+      record('badOption', tx.selectOne('SELECT 1', [], { rowMode: 'rows' })),
+      record('timeout', tx.select('SELECT 1', [], { timeoutMs: 30 })),
+      record('abortLater', tx.execute('INSERT INTO t VALUES (2, 2)', [], { signal: later.signal })),
+    ];
+    setTimeout(() => later.abort(new RangeError('aborted while held')), 30);
+    await Promise.all(early);
+    gate.resolve();
+    await nested;
+    await Promise.all(writes);
+  });
+  assert.equal(outcomes.aborted.error, 'Error');
+  assert.equal(outcomes.badParams.error, 'TypeError');
+  assert.equal(outcomes.badOption.error, 'TypeError');
+  assert.equal(outcomes.timeout.error, 'TimeoutError');
+  assert.equal(outcomes.abortLater.error, 'RangeError');
+  // Settled when they happened, not when the nested body ended.
+  for (const name of ['aborted', 'badParams', 'badOption']) assert.ok(outcomes[name].at < 20, `${name}: ${outcomes[name].at} ms`);
+  const stored = await db.select('SELECT CAST(b AS TEXT) AS b, s FROM t ORDER BY rowid');
+  assert.deepEqual(stored, [
+    { b: 'ORIGINAL', s: 'original' },
+    { b: 'NAMED', s: 'named' },
+    { b: 'SET1', s: 'set1' },
+    { b: 'SET2', s: 'set2' },
+    { b: 'VIA DB', s: 'via db' },
+  ]);
+  await db.close();
+});
+
 test('nested bodies the body did not await finish before COMMIT', { timeout: 5000 }, async () => {
   const db = await fresh();
   let nested;
@@ -443,11 +510,37 @@ test('select refuses statements that would change the reader running them', { ti
   assert.deepEqual((await db.select('PRAGMA table_info(t)')).map((r) => r.name), ['v']);
   assert.deepEqual(await db.selectOne('PRAGMA user_version'), { user_version: 0 });
   assert.deepEqual(await db.select("SELECT name FROM pragma_table_info('t')"), [{ name: 'v' }]);
-  assert.deepEqual(await db.selectOne('PRAGMA integrity_check'), { integrity_check: 'ok' });
+  assert.deepEqual(await db.transaction((tx) => tx.selectOne('PRAGMA integrity_check')), { integrity_check: 'ok' });
   // execute() still changes settings, on the writer.
   await db.execute('PRAGMA foreign_keys = OFF');
   assert.deepEqual((await db.execute('PRAGMA foreign_keys')).rows, [{ foreign_keys: 0 }]);
   await db.close();
+});
+
+test('an integrity check runs where it can see CHECK constraints: execute and transaction bodies, not the readers', { timeout: 10_000 }, async () => {
+  // SQLite leaves out CHECK constraints on a read-only connection: a reader's check said
+  // "ok" of a row that breaks one, where the writer's reports it.
+  const path = tmp.file();
+  const db = await tmp.open(path, { readers: 2 });
+  await db.execute('CREATE TABLE c(a INTEGER CHECK (a > 0))');
+  await db.execute('PRAGMA ignore_check_constraints = ON');
+  await db.execute('INSERT INTO c VALUES (-1)');
+  await db.execute('PRAGMA ignore_check_constraints = OFF');
+  const broken = 'CHECK constraint failed in c';
+  for (const sql of ['PRAGMA integrity_check', 'PRAGMA quick_check', 'PRAGMA main.integrity_check(c)', 'SELECT * FROM pragma_quick_check']) {
+    assert.deepEqual(Object.values((await db.execute(sql)).rows[0]), [broken], sql);
+    assert.deepEqual(Object.values(await db.transaction((tx) => tx.selectOne(sql))), [broken], sql);
+    for (const call of [(s) => db.select(s), (s) => db.selectOne(s), (s) => db.selectBytes(s), (s) => db.prepare(s).select()]) {
+      await assert.rejects(call(sql), (err) => err instanceof RangeError && /CHECK constraints/.test(err.message), sql);
+    }
+    await assert.rejects(db.stream(sql)[Symbol.asyncIterator]().next(), RangeError, sql);
+  }
+  await db.close();
+  // With readonly there is no writer to send it to: SQLite's own check runs (and leaves
+  // CHECK constraints out, as docs/api.md says).
+  const ro = await tmp.open(path, { readonly: true });
+  assert.deepEqual(await ro.selectOne('PRAGMA quick_check'), { quick_check: 'ok' });
+  await ro.close();
 });
 
 test('a live query cannot change the reader it runs on', { timeout: 5000 }, async () => {

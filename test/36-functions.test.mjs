@@ -10,7 +10,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { Database, SqliteError } from '../dist/index.mjs';
-import { exitIfStuck, scratch, settleWithin, sleep } from './fixtures/tx-helpers.mjs';
+import { exitIfStuck, scratch, settleWithin, sleep, within } from './fixtures/tx-helpers.mjs';
 
 const tmp = scratch('functions36');
 exitIfStuck();
@@ -552,4 +552,42 @@ test('a closed database kept by its caller no longer keeps its functions, or wha
   }
   assert.equal(captured.deref(), undefined);
   assert.equal(db.isOpen, false);
+});
+
+test('a live query whose function throws gives every stream of the group the value thrown', async () => {
+  // Streams of the same SQL share one run; the thrown value was handed to the first of them,
+  // and the others got a SqliteError with its message.
+  const db = await fresh();
+  await db.execute('INSERT INTO t(v) VALUES (1)');
+  let fail = false;
+  const thrown = new Error('boom');
+  db.function('check_v', (v) => {
+    if (fail) throw thrown;
+    return v;
+  });
+  const sql = 'SELECT check_v(v) AS v FROM t';
+  const lives = [db.stream(sql), db.stream(sql), db.stream(sql)];
+  const errors = [];
+  const firsts = lives.map(
+    (live) =>
+      new Promise((resolve) => {
+        live.subscribe(resolve, (e) => errors.push(e));
+        live.subscribe(() => {}, (e) => errors.push(e));
+      }),
+  );
+  await Promise.all(firsts);
+  fail = true;
+  await db.execute('INSERT INTO t(v) VALUES (2)');
+  await within(
+    (async () => {
+      while (errors.length < 6) await sleep(5);
+    })(),
+    'every subscriber hears of the failure',
+    5000,
+  );
+  // (A run may fail more than once: a write can land while the group's first run is on
+  // its way. Every failure is the same throw.)
+  for (const e of errors) assert.equal(e, thrown);
+  for (const live of lives) live.end();
+  await db.close();
 });

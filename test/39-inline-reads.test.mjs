@@ -304,3 +304,60 @@ test('a parameter getter that closes or re-keys the database during an inline re
     assert.equal(db.isOpen, false);
   }
 });
+
+test('an awaited loop of inline reads lets the event loop turn as a loop of reader reads does', async () => {
+  // An inline read's promise is resolved at once: a loop awaiting them never let timers or
+  // I/O run until it ended. They count toward the same limit of results per turn now.
+  const { db } = await filled({ inlineReads: true });
+  let turns = 0;
+  let stop = false;
+  const tick = () => {
+    turns++;
+    if (!stop) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const before = await counts(db);
+  let run = 0;
+  let longest = 0;
+  let seen = turns;
+  for (let i = 0; i < 3000; i++) {
+    await db.selectOne('SELECT s FROM t WHERE id = ?', [1]);
+    if (turns !== seen) {
+      seen = turns;
+      run = 0;
+    }
+    longest = Math.max(longest, ++run);
+  }
+  stop = true;
+  const after = await counts(db);
+  assert.ok(after.reads - before.reads > 1500, `most reads ran inline: ${after.reads - before.reads}`);
+  // 32 results per turn (the 33rd resolves after the turn), a few more when a read went over
+  // budget to a reader.
+  assert.ok(longest <= 40, `reads between two turns of the event loop: ${longest}`);
+  await db.close();
+});
+
+test('a read whose timeout is shorter than the budget is not tried inline (no timer can fire meanwhile)', async () => {
+  const { db } = await filled({ inlineReads: { budgetUs: 5000 } });
+  const read = async (options) => {
+    await sleep(1); // each read the first of its turn, nothing in flight
+    const before = await counts(db);
+    await sleep(1);
+    // On a reader a short timeout may run out on a busy machine: what counts is where it ran.
+    const answer = await db.selectOne('SELECT s FROM t WHERE id = 1', [], options).catch((e) => e.name);
+    if (answer !== 'TimeoutError') assert.deepEqual(answer, { s: 'plain' });
+    return (await counts(db)).reads - before.reads;
+  };
+  assert.equal(await read(undefined), 1);
+  assert.equal(await read({ timeoutMs: 5 }), 1);
+  assert.equal(await read({ timeoutMs: 4 }), 0);
+  assert.equal(await read({ timeoutMs: 1 }), 0);
+  await db.close();
+  const withDefault = await filled({ inlineReads: { budgetUs: 5000 }, timeoutMs: 2 });
+  await sleep(1);
+  const before = await counts(withDefault.db);
+  await sleep(1);
+  await withDefault.db.selectOne('SELECT 1').catch((e) => assert.equal(e.name, 'TimeoutError'));
+  assert.equal((await counts(withDefault.db)).reads - before.reads, 0);
+  await withDefault.db.close();
+});

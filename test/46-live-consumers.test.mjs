@@ -150,7 +150,7 @@ test('after an error, an iterator never hands out rows from before it', async (t
   await db.execute('CREATE TABLE t(v); INSERT INTO t VALUES (1)');
   const sql = 'SELECT CASE WHEN v > 5 THEN abs(-9223372036854775807 - 1) ELSE v END AS x FROM t';
   const live = db.stream(sql);
-  live.subscribe(() => {});
+  live.subscribe(() => {}, () => {}); // (without onError, the failure would be uncaught)
   const it = live[Symbol.asyncIterator]();
   assert.deepEqual((await it.next()).value, [{ x: 1 }]);
   await db.execute('UPDATE t SET v = 2');
@@ -298,4 +298,45 @@ test('an onError that subscribes again on every error lets the event loop turn, 
   off();
   await new Promise((resolve) => setTimeout(resolve, 20));
   assert.deepEqual(heard, []);
+});
+
+test('a failure reaches a subscriber without onError as an uncaught exception, not nowhere', async (t) => {
+  // A subscriber that gave no onError heard nothing of a failing run: the first run's
+  // failure ended its stream in silence. It is thrown from a microtask now, as an 'error'
+  // event without a listener is; one with onError gets it there, and no uncaught one.
+  const db = await openMemory(t);
+  await db.execute('CREATE TABLE t(v); INSERT INTO t VALUES (1)');
+  const uncaught = [];
+  const onUncaught = (e) => uncaught.push(e);
+  const listeners = process.listeners('uncaughtException');
+  process.removeAllListeners('uncaughtException');
+  process.on('uncaughtException', onUncaught);
+  t.after(() => {
+    process.removeListener('uncaughtException', onUncaught);
+    for (const l of listeners) process.on('uncaughtException', l);
+  });
+  const sql = 'SELECT CASE WHEN v > 5 THEN abs(-9223372036854775807 - 1) ELSE v END AS x FROM t';
+  const quiet = db.stream(sql);
+  const heard = [];
+  quiet.subscribe(() => {}, (e) => heard.push(e));
+  const loud = db.stream(sql);
+  const rows = [];
+  loud.subscribe((r) => rows.push(r));
+  await until(() => rows.length === 1 && quiet.current !== undefined, 'the first emissions');
+  await db.execute('UPDATE t SET v = 10');
+  await until(() => heard.length === 1 && uncaught.length === 1, 'the failure, once to each');
+  assert.match(uncaught[0].message, /integer overflow/);
+  assert.equal(uncaught[0].message, heard[0].message);
+  // A re-run's failure leaves the stream running: the next good run reaches it.
+  await db.execute('UPDATE t SET v = 2');
+  await until(() => rows.length === 2, 'the recovered rows');
+  assert.deepEqual(rows[1], [{ x: 2 }]);
+  // A first run that fails ends the stream, and is thrown too.
+  const broken = db.stream('SELECT * FROM no_such_table');
+  broken.subscribe(() => {});
+  await until(() => uncaught.length === 2, 'the failed first run');
+  assert.match(uncaught[1].message, /no such table/);
+  assert.equal(broken.ended, true);
+  quiet.end();
+  loud.end();
 });

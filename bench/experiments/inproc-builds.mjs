@@ -54,13 +54,15 @@ export function ratioLine(builds) {
 }
 
 /** Opens for each build its own copy of the database `file` as `build.db` (each build carries
- * its own copy of SQLite), runs `fn()`, then closes them and removes the copies. */
+ * its own copy of SQLite), runs `fn()`, then closes them and removes the copies. The open
+ * options come from INPROC_OPEN, as JSON (e.g. INPROC_OPEN='{"inlineReads":true}'). */
 export async function withCopies(builds, file, fn) {
+  const options = process.env.INPROC_OPEN ? JSON.parse(process.env.INPROC_OPEN) : undefined;
   const dir = mkdtempSync(join(tmpdir(), 'qs-inproc-'));
   try {
     for (const [i, b] of builds.entries()) {
       copyFileSync(file, join(dir, `copy${i}.db`));
-      b.db = await b.Database.open(join(dir, `copy${i}.db`));
+      b.db = await b.Database.open(join(dir, `copy${i}.db`), options);
     }
     await fn();
   } finally {

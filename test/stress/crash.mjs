@@ -33,7 +33,7 @@ export async function verify(file, mustHave) {
   const failures = [];
   const db = await Database.open(file, { readers: 1 });
   try {
-    const [{ integrity_check: integrity }] = await db.select('PRAGMA integrity_check');
+    const [{ integrity_check: integrity }] = (await db.execute('PRAGMA integrity_check')).rows;
     if (integrity !== 'ok') failures.push(`integrity_check: ${integrity}`);
     const partial = await db.select(
       'SELECT tag, count(*) AS n, min(k) AS k FROM rows GROUP BY tag HAVING n <> min(k) OR min(k) <> max(k) LIMIT 5',

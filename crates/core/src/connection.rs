@@ -376,6 +376,9 @@ pub fn open_reader(loc: &Location, opts: &OpenOptions) -> Result<Connection> {
     unlock(&conn, opts.encryption.as_deref(), opts.encryption.is_some() || opts.readonly)?;
     conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;")?;
     finish_open(&conn, opts, true)?;
+    if !opts.readonly {
+        crate::statement_rules::mark_checks_left_out(&conn);
+    }
     crate::statement_rules::install(&conn);
     opts.catalog.sync(&conn)?;
     Ok(conn)

@@ -45,6 +45,8 @@ struct Collector {
     reads: Vec<(String, String, String)>,
     /// The statement is a pragma (its query form): it reads state, not rows.
     pragma: bool,
+    /// The connection leaves out CHECK constraints (statement_rules::mark_checks_left_out).
+    checks_left_out: bool,
 }
 
 /// Eponymous virtual tables that report the database's state (pragma functions, `dbstat`),
@@ -71,10 +73,10 @@ unsafe extern "C" fn collect(
     schema: *const c_char,
     _accessor: *const c_char,
 ) -> c_int {
+    // SAFETY: `ctx` is the collector `dependencies` registered, alive (on its stack) until
+    // it unregisters the authorizer; called on that thread during its prepare.
+    let c = &mut *(ctx as *mut Collector);
     if action == ffi::SQLITE_READ || action == ffi::SQLITE_PRAGMA {
-        // SAFETY: `ctx` is the collector `dependencies` registered, alive (on its stack) until
-        // it unregisters the authorizer; called on that thread during its prepare.
-        let c = &mut *(ctx as *mut Collector);
         if action == ffi::SQLITE_PRAGMA {
             c.pragma = true;
         } else {
@@ -84,7 +86,7 @@ unsafe extern "C" fn collect(
     // This stands in for the statement rules while it is installed: a live query is a read,
     // and some pragmas act while they are prepared.
     // SAFETY: the arguments come from SQLite as it passes them to authorizers.
-    crate::statement_rules::answer(crate::statement_rules::Rule::Read, action, table, column, schema)
+    crate::statement_rules::answer(crate::statement_rules::Rule::Read, action, table, column, schema, c.checks_left_out)
 }
 
 /// Prepares `sql` (not through the statement cache: a cached statement would not call the
@@ -97,7 +99,7 @@ pub fn dependencies(conn: &Connection, sql: &str) -> Result<Dependencies> {
         .map_err(Error::from)?;
     // Before rusqlite's prepare sees the text: it recurses once per extra statement.
     crate::query::require_one_statement(conn, sql)?;
-    let mut collector = Collector { reads: Vec::new(), pragma: false };
+    let mut collector = Collector { reads: Vec::new(), pragma: false, checks_left_out: crate::statement_rules::checks_left_out(conn) };
     // SAFETY: the handle is valid while `conn` is borrowed; the collector outlives the
     // authorizer's registration (removed below before `collector` goes out of scope).
     let db = unsafe { conn.handle() };

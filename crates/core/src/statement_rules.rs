@@ -180,14 +180,45 @@ const CIPHER_FUNCTION_REFUSED: &str =
     "SQLite3 Multiple Ciphers' functions (sqlite3mc_config, ...) cannot be called: choose the \
      cipher with the 'cipher' open option; its parameters are the library's defaults";
 
-/// Installs the authorizer on `conn` (again, after something else replaced it).
-pub fn install(conn: &Connection) {
-    // SAFETY: the handle is valid while `conn` lives; the callback takes no context pointer
-    // (its state is thread-local), so nothing it reads can dangle.
+/// The name under which a reader of a writable database is marked (SQLite's client data).
+const CHECKS_LEFT_OUT: &CStr = c"quietsqlite.checks_left_out";
+
+/// Marks `conn`, a read-only connection to a database the writer writes: SQLite leaves out
+/// CHECK constraints when it reads the schema on a read-only connection, so an integrity
+/// check there passes rows that break them, where the writer's finds them. A database opened
+/// with `readonly` has no other connection to send the check to, and is not marked.
+pub fn mark_checks_left_out(conn: &Connection) {
+    // SAFETY: the handle is valid while `conn` lives; the name is a static NUL-terminated
+    // string; the value is a non-null tag that nothing dereferences, so it needs no destructor.
     unsafe {
-        ffi::sqlite3_set_authorizer(conn.handle(), Some(authorize), std::ptr::null_mut());
+        ffi::sqlite3_set_clientdata(conn.handle(), CHECKS_LEFT_OUT.as_ptr(), CHECKS_LEFT_OUT_TAG, None);
     }
 }
+
+/// Whether `conn` was marked by `mark_checks_left_out`.
+pub(crate) fn checks_left_out(conn: &Connection) -> bool {
+    // SAFETY: the handle is valid while `conn` lives; the name is a static NUL-terminated string.
+    unsafe { !ffi::sqlite3_get_clientdata(conn.handle(), CHECKS_LEFT_OUT.as_ptr()).is_null() }
+}
+
+/// The authorizer's context pointer for a connection marked by `mark_checks_left_out` (a tag
+/// compared, never dereferenced); other connections' is null.
+const CHECKS_LEFT_OUT_TAG: *mut c_void = std::ptr::dangling_mut::<u8>() as *mut c_void;
+
+/// Installs the authorizer on `conn` (again, after something else replaced it).
+pub fn install(conn: &Connection) {
+    let ctx = if checks_left_out(conn) { CHECKS_LEFT_OUT_TAG } else { std::ptr::null_mut() };
+    // SAFETY: the handle is valid while `conn` lives; the callback's state is thread-local
+    // and its context pointer only a tag, so nothing it reads can dangle.
+    unsafe {
+        ffi::sqlite3_set_authorizer(conn.handle(), Some(authorize), ctx);
+    }
+}
+
+pub(crate) const INTEGRITY_CHECK_ON_READER: &str =
+    "PRAGMA integrity_check and quick_check cannot run on a reader: its connection is read-only, \
+     and SQLite leaves out CHECK constraints there, so the check would pass rows that break them; \
+     run it with execute()";
 
 /// Runs `f` (which prepares and runs user SQL) under `rule`. A statement the rule refuses
 /// fails to prepare; its error becomes a RangeError that says why.
@@ -216,7 +247,14 @@ pub fn under<T>(rule: Rule, f: impl FnOnce() -> Result<T>) -> Result<T> {
 }
 
 /// The verdict for one authorizer call; `None` allows it.
-fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>, schema: Option<&str>) -> Option<String> {
+fn verdict(
+    rule: Rule,
+    action: c_int,
+    arg1: Option<&str>,
+    arg2: Option<&str>,
+    schema: Option<&str>,
+    checks_left_out: bool,
+) -> Option<String> {
     if rule == Rule::Internal {
         return None;
     }
@@ -240,6 +278,12 @@ fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>, sc
              use execute() or the open options"
                 .into(),
         ),
+        ffi::SQLITE_PRAGMA
+            if checks_left_out
+                && arg1.is_some_and(|n| n.eq_ignore_ascii_case("integrity_check") || n.eq_ignore_ascii_case("quick_check")) =>
+        {
+            Some(INTEGRITY_CHECK_ON_READER.into())
+        }
         ffi::SQLITE_PRAGMA => {
             let name = arg1.unwrap_or("").to_ascii_lowercase();
             let allowed = match arg2 {
@@ -261,13 +305,22 @@ fn verdict(rule: Rule, action: c_int, arg1: Option<&str>, arg2: Option<&str>, sc
 /// install an authorizer of their own for a while (`deps`): they must apply the rule too,
 /// since some pragmas act while they are prepared.
 ///
+/// `checks_left_out`: the connection was marked by `mark_checks_left_out`.
+///
 /// # Safety
 /// `arg1`, `arg2` and `schema` are NULL or NUL-terminated strings valid for the call, as
 /// SQLite passes them.
-pub(crate) unsafe fn answer(rule: Rule, action: c_int, arg1: *const c_char, arg2: *const c_char, schema: *const c_char) -> c_int {
+pub(crate) unsafe fn answer(
+    rule: Rule,
+    action: c_int,
+    arg1: *const c_char,
+    arg2: *const c_char,
+    schema: *const c_char,
+    checks_left_out: bool,
+) -> c_int {
     // SAFETY: forwarded from the caller's contract.
     let (a1, a2, db) = (text(arg1), text(arg2), text(schema));
-    match verdict(rule, action, a1, a2, db) {
+    match verdict(rule, action, a1, a2, db, checks_left_out) {
         None => ffi::SQLITE_OK,
         Some(why) => {
             let _ = DENIED.try_with(|d| *d.borrow_mut() = Some(why));
@@ -285,7 +338,7 @@ unsafe fn text<'a>(p: *const c_char) -> Option<&'a str> {
 }
 
 unsafe extern "C" fn authorize(
-    _ctx: *mut c_void,
+    ctx: *mut c_void,
     action: c_int,
     arg1: *const c_char,
     arg2: *const c_char,
@@ -298,7 +351,7 @@ unsafe extern "C" fn authorize(
         return ffi::SQLITE_OK;
     }
     // SAFETY: SQLite passes NUL-terminated strings (or NULL) valid for this call.
-    answer(rule, action, arg1, arg2, schema)
+    answer(rule, action, arg1, arg2, schema, ctx == CHECKS_LEFT_OUT_TAG)
 }
 
 #[cfg(test)]
@@ -350,6 +403,33 @@ mod tests {
         }
         assert!(prepare(&c, Rule::Write, "PRAGMA cache_size = 10").is_ok());
         assert!(prepare(&c, Rule::Write, "ATTACH ':memory:' AS b").is_ok());
+    }
+
+    #[test]
+    fn a_reader_of_a_writable_database_refuses_integrity_checks() {
+        let c = conn();
+        let checks = ["PRAGMA integrity_check", "PRAGMA main.quick_check(5)", "PRAGMA integrity_check(t)"];
+        for sql in checks {
+            assert!(prepare(&c, Rule::Read, sql).is_ok(), "unmarked: {sql}");
+        }
+        mark_checks_left_out(&c);
+        assert!(checks_left_out(&c));
+        // Marked after install: the authorizer learns of it when installed again (as at open).
+        install(&c);
+        for sql in checks {
+            match prepare(&c, Rule::Read, sql) {
+                Err(Error::Range(m)) => assert_eq!(m, INTEGRITY_CHECK_ON_READER, "{sql}"),
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
+        // The table-valued form prepares the pragma as it runs.
+        let stepped = under(Rule::Read, || {
+            let mut s = c.prepare("SELECT * FROM pragma_quick_check")?;
+            let mut rows = s.raw_query();
+            rows.next().map(|_| ()).map_err(Error::from)
+        });
+        assert!(matches!(stepped, Err(Error::Range(ref m)) if m == INTEGRITY_CHECK_ON_READER), "{stepped:?}");
+        assert!(prepare(&c, Rule::Read, "PRAGMA table_info(t)").is_ok());
     }
 
     #[test]
