@@ -26,6 +26,7 @@ import {
 } from './options';
 import { PACKED_LAYOUT, bindable, packParamSets, packParams, paramsAsOfNow } from './params';
 import { signalState } from './signals';
+import { timeoutError } from './timers';
 import { Kind, nextMicrotask, Requests, rowsAs, type Description, type ExecuteResult, type RequestTracker, type Stop } from './requests';
 import { decodeRowsIn, type IntMode, type Row, type SqlValue } from './rows';
 import { resolveIterateOptions, RowIterator, type IterateHost, type IterateOptions } from './iterate';
@@ -365,7 +366,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
       checkParams(params);
       params = bindable(params);
       const o = resolveCallOptions(options, format !== 2, this.#timeoutMs);
-      const stop = stopOf(o, NO_SIGNALS);
+      let stop = stopOf(o, NO_SIGNALS);
       // A timeout shorter than the budget could not be kept inline: no timer fires while
       // this thread runs the statement.
       const inline =
@@ -390,6 +391,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
         // instead of one after another on this thread.
         this.#inlineTurn = false;
         nextMicrotask(this.#nextInlineTurn);
+        const began = o.timeoutMs === 0 ? 0 : performance.now();
         let out: unknown;
         const scratch = (this.#inlineScratch ??= Buffer.allocUnsafeSlow(INLINE_SCRATCH_BYTES));
         try {
@@ -411,6 +413,12 @@ export class Database implements Executor, TransactionHost, StatementHost {
         }
         if (out === true) parked = true;
         else if (out !== null) return this.#answeredInline(this.#requests.convert(FORMATS[format], o.rowMode, out));
+        if (began !== 0) {
+          // The time the attempt took (up to the budget) counts toward the call's timeout.
+          const left = o.timeoutMs - (performance.now() - began);
+          if (left <= 0) throw timeoutError();
+          stop = { signals: stop!.signals, timeoutMs: left };
+        }
       }
       return this.#requests.start(
         FORMATS[format],

@@ -34,15 +34,16 @@ export class HeldCall {
    * the call's own): throws what the call would reject with at once. `withRowMode`: the
    * method takes `rowMode`. */
   constructor(what: HeldParams, params: unknown, options: unknown, withRowMode: boolean, defaultTimeoutMs: number) {
-    let taken: unknown;
     if (what === HeldParams.Sets) {
       if (!Array.isArray(params)) throw new TypeError('paramSets must be an array of arrays or objects');
     } else if (what === HeldParams.One) {
       checkParams(params);
-      taken = paramsAsOfNow(bindable(params));
+      params = bindable(params);
     }
     const o = resolveCallOptions(options, withRowMode, defaultTimeoutMs);
+    let taken: unknown;
     if (what === HeldParams.Sets) taken = takeParamSets(params as unknown[]).map(paramsAsOfNow);
+    else if (what === HeldParams.One) taken = paramsAsOfNow(params);
     signalState.throwIfAborted(o.signal);
     this.params = taken;
     this.#rowMode = withRowMode ? o.rowMode : undefined;

@@ -4,7 +4,7 @@
 
 import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
 import { transactionEndedError } from './errors';
-import { ownOptions } from './options';
+import { checkSql, ownOptions } from './options';
 import { HeldCall, HeldParams } from './held-call';
 import { checkSignal, signalState } from './signals';
 import { Statement, statementId, type StatementHost } from './statement';
@@ -233,8 +233,10 @@ export class Transaction implements Executor, RequestTracker {
   /** A nested body was ever started on this handle (then calls look up where they come
    * from: `#descendantInContext`). */
   #nestedEver = false;
-  /** Settles once every nested body started so far has ended: nested bodies of one
-   * transaction run one after another (FIFO), each inside its own savepoint. */
+  /** Settles once every nested body started so far has ended and every call held for them
+   * so far has been sent: nested bodies of one transaction run one after another (FIFO),
+   * each inside its own savepoint, and a call held while one runs takes its place in the
+   * same line, so that what the writer runs keeps the order of the calls. */
   #lane: Promise<void> = Promise.resolve();
   /** Calls of this level waiting for its nested bodies to end, not sent yet; what settles
    * when they have all been sent, and what settles it. */
@@ -281,6 +283,13 @@ export class Transaction implements Executor, RequestTracker {
   /** @internal The body has ended (or a transaction it is nested in has). */
   end(): void {
     this.#active = false;
+    // The outermost transaction ended (committed, rolled back, or abandoned by a signal)
+    // with nested transactions still waiting for bodies that have not settled: their
+    // `transaction()` promises, and the calls held behind them, would wait forever. They
+    // end with it; nothing of theirs can commit any more.
+    if (this.parent === undefined && this.#nestedCancels !== undefined && this.#nestedCancels.size > 0) {
+      this.cancelNested(transactionEndedError());
+    }
   }
 
   /** @internal (RequestTracker) A request of this level was sent. */
@@ -391,7 +400,9 @@ export class Transaction implements Executor, RequestTracker {
     // it waits for that body's own nested bodies, and it counts among the requests the body
     // may leave in flight (counted here, a failure of it slipped past both).
     if (inside !== undefined) return inside.#send(sql, what, params, options, withRowMode, send);
-    if (this.#children === 0) return send(this, sql, params, options);
+    // Sent at once when nothing is ahead of it in this level's line: no nested body, and no
+    // call held for one that has not been sent yet (it would overtake that call).
+    if (this.#children === 0 && this.#waitingCalls === 0) return send(this, sql, params, options);
     // A prepared statement closed while this call waits must not fail it (calls made before
     // close() complete): it is checked now and goes by its text.
     let text = sql;
@@ -405,6 +416,7 @@ export class Transaction implements Executor, RequestTracker {
       // reuse its Buffer or array once the call returns (they stored the bytes changed after
       // the call), and its timeout runs from now, its signal is watched from now.
       held = new HeldCall(what, params, options, withRowMode, this.host.defaultTimeoutMs);
+      checkSql(text);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -413,6 +425,12 @@ export class Transaction implements Executor, RequestTracker {
     // waits until it has been sent (`drained`).
     this.requestSent();
     this.#waitingCalls++;
+    // Its place in the line: after the nested bodies and held calls before it (a call made
+    // before a nested body was started is sent before that body's savepoint, and calls are
+    // sent in the order they were made), before those that come later.
+    const before = this.#lane;
+    let gone!: () => void;
+    this.#lane = Promise.all([before, new Promise<void>((resolve) => (gone = resolve))]).then(() => {});
     const call = new Promise<T>((resolve, reject) => {
       let over = false;
       held.watch((reason) => {
@@ -421,8 +439,9 @@ export class Transaction implements Executor, RequestTracker {
         held.release();
         reject(reason);
       });
-      void this.#nestedEnded().then(() => {
+      void before.then(() => {
         this.#callWent();
+        gone();
         if (over) return; // cancelled while it waited: nothing is sent
         over = true;
         held.release();
@@ -556,6 +575,7 @@ export class Transaction implements Executor, RequestTracker {
    * running or waiting, reject with `reason` too. */
   cancelNested(reason: unknown): void {
     this.#cancelled ??= { reason };
-    for (const cancel of [...(this.#nestedCancels ?? [])]) cancel(reason);
+    // The first reason stands (a forced close's, then the end's).
+    for (const cancel of [...(this.#nestedCancels ?? [])]) cancel(this.#cancelled.reason);
   }
 }

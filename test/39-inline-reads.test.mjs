@@ -361,3 +361,21 @@ test('a read whose timeout is shorter than the budget is not tried inline (no ti
   assert.equal((await counts(withDefault.db)).reads - before.reads, 0);
   await withDefault.db.close();
 });
+
+test("the time an inline attempt took counts toward the read's timeout", async () => {
+  // A read that went over the budget was sent to a reader with its whole timeout again:
+  // it could take its timeout and the budget. With a timeout equal to the budget, the
+  // attempt used it all: the read rejects at once, before any timer.
+  const { db } = await filled({ inlineReads: { budgetUs: 10_000 } });
+  await sleep(1);
+  const order = [];
+  const read = db
+    .selectOne('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c', [], { timeoutMs: 10 })
+    .then(() => order.push('resolved'), (e) => order.push(e.name));
+  setTimeout(() => order.push('timer'), 0);
+  await read;
+  await sleep(5);
+  assert.deepEqual(order, ['TimeoutError', 'timer']);
+  assert.equal((await counts(db)).fallbacks, 1);
+  await db.close();
+});

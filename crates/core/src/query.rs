@@ -98,7 +98,7 @@ pub(crate) fn require_statement(sql: &str) -> Result<()> {
 /// Used by readers (read-only connections), live queries and the inline connection.
 pub fn read(conn: &ReadConnection, sql: &str, params: &Params, format: ReadFormat) -> Result<ReadOutput> {
     if format == ReadFormat::Describe {
-        return describe_under(Rule::Read, conn, sql);
+        return describe_under(Rule::Describe, conn, sql);
     }
     under(Rule::Read, || {
         let mut stmt = conn.statement(sql, |c| prepare_raw(c, sql, true))?;

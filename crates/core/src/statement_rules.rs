@@ -35,6 +35,10 @@ pub enum Rule {
     Write,
     /// User SQL that must only read (select and friends, live queries).
     Read,
+    /// A read prepared only to describe it (a prepared statement's first call on a reader,
+    /// `columns()`): `Read`'s rules, since some pragmas act while they are prepared, but not
+    /// what only running it on a reader would get wrong (an integrity check).
+    Describe,
 }
 
 thread_local! {
@@ -280,6 +284,7 @@ fn verdict(
         ),
         ffi::SQLITE_PRAGMA
             if checks_left_out
+                && rule == Rule::Read
                 && arg1.is_some_and(|n| n.eq_ignore_ascii_case("integrity_check") || n.eq_ignore_ascii_case("quick_check")) =>
         {
             Some(INTEGRITY_CHECK_ON_READER.into())
@@ -422,6 +427,11 @@ mod tests {
                 other => panic!("{sql}: {other:?}"),
             }
         }
+        // Described only (a prepared statement's columns): nothing runs, nothing to refuse.
+        for sql in checks {
+            assert!(prepare(&c, Rule::Describe, sql).is_ok(), "described: {sql}");
+        }
+        assert!(matches!(prepare(&c, Rule::Describe, "PRAGMA cache_size = 10"), Err(Error::Range(_))));
         // The table-valued form prepares the pragma as it runs.
         let stepped = under(Rule::Read, || {
             let mut s = c.prepare("SELECT * FROM pragma_quick_check")?;
