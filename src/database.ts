@@ -1001,7 +1001,10 @@ export class Database implements Executor, TransactionHost, StatementHost {
       const result = await raceBody(() => runInContext(this, tx, () => promiseInContext(body(tx))), signal, onCancel);
       tx.callerEnded();
       // Nested bodies the body started but did not await are part of this transaction.
-      if (!tx.drainedNow) await raceBody(() => tx.drained(), signal, onCancel);
+      // Until none is left: code that ran as the wait ended (a continuation of a nested
+      // body) may have started more, which belongs to the transaction as well. Ended right
+      // after the last check, nothing can join between the two.
+      while (!tx.drainedNow) await raceBody(() => tx.drained(), signal, onCancel);
       tx.end();
       // So are requests it left in flight; one that failed makes it roll back.
       const left = tx.leftInFlight();

@@ -430,7 +430,8 @@ export class Transaction implements Executor, RequestTracker {
     // sent in the order they were made), before those that come later.
     const before = this.#lane;
     let gone!: () => void;
-    this.#lane = Promise.all([before, new Promise<void>((resolve) => (gone = resolve))]).then(() => {});
+    // `gone` is called only once `before` has settled, so this one promise stands for both.
+    this.#lane = new Promise<void>((resolve) => (gone = resolve));
     const call = new Promise<T>((resolve, reject) => {
       let over = false;
       held.watch((reason) => {
@@ -539,7 +540,7 @@ export class Transaction implements Executor, RequestTracker {
       try {
         const result = await raceBody(() => runInContext(this.host, inner, () => promiseInContext(body(inner))), signal, onCancel);
         inner.callerEnded();
-        if (!inner.drainedNow) await raceBody(() => inner.drained(), signal, onCancel);
+        while (!inner.drainedNow) await raceBody(() => inner.drained(), signal, onCancel);
         inner.end();
         // Requests the body left in flight: one that failed undoes its savepoint.
         const left = inner.leftInFlight();

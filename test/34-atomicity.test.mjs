@@ -457,6 +457,38 @@ test('when the outermost transaction ends, a nested one whose body never settles
   await db.close();
 });
 
+test('a nested body and a call started as the wait for nested bodies ends join the transaction; none rolls it back', { timeout: 10_000 }, async () => {
+  // Started a few microtasks after the last nested body ended, while the transaction was
+  // still active but its end already decided: the nested one was refused, the call held
+  // behind it failed as it was sent, and that failure rolled back everything (2 of every
+  // 4 timings).
+  for (let k = 0; k < 10; k++) {
+    const db = await tmp.open();
+    await db.execute('CREATE TABLE log(id INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT)');
+    let late;
+    const outer = db.transaction((tx) => {
+      tx.execute("INSERT INTO log(v) VALUES ('a')");
+      const n0 = tx.transaction(async (n) => {
+        await sleep(5);
+        await n.execute("INSERT INTO log(v) VALUES ('n0')");
+      });
+      late = n0.then(async () => {
+        for (let i = 0; i < k; i++) await null;
+        const n3 = tx.transaction((n) => n.execute("INSERT INTO log(v) VALUES ('n3')"));
+        const x = tx.execute("INSERT INTO log(v) VALUES ('X')");
+        return Promise.allSettled([n3, x]);
+      });
+    });
+    await outer;
+    const settled = (await late).map((r) => (r.status === 'fulfilled' ? 'ok' : r.reason.code));
+    const rows = (await db.select('SELECT v FROM log ORDER BY id')).map((r) => r.v).join(',');
+    // Either both joined, or both came after the end and were refused.
+    if (settled[0] === 'ok') assert.deepEqual([settled, rows], [['ok', 'ok'], 'a,n0,n3,X'], `k = ${k}`);
+    else assert.deepEqual([settled, rows], [[ENDED, ENDED], 'a,n0'], `k = ${k}`);
+    await db.close();
+  }
+});
+
 test('nested bodies the body did not await finish before COMMIT', { timeout: 5000 }, async () => {
   const db = await fresh();
   let nested;
