@@ -12,14 +12,14 @@ export interface BackupProgress {
 export interface BackupOptions {
   /** Pages copied per step, a positive integer; default 100. Between steps the backup looks
    * for cancellation and may report progress. */
-  pagesPerStep?: number;
+  pagesPerStep?: number | undefined;
   /** Called on the JavaScript thread as the copy goes on: at most every 50 ms, and once at
    * the end with `remaining: 0`. An exception it throws stops the backup, which rejects
    * with it. */
-  onProgress?: (progress: BackupProgress) => void;
+  onProgress?: ((progress: BackupProgress) => void) | undefined;
   /** Stops the backup: it rejects with the signal's reason and nothing is left at
    * `destPath` (an existing file there stays as it was). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 export interface ResolvedBackupOptions {

@@ -17,6 +17,8 @@ import {
   takeParamSets,
   type CallOptions,
   type ArrayRowMode,
+  type ObjectRowMode,
+  type Params,
   type CallSettings,
   type Cipher,
   type ExecuteOptions,
@@ -50,7 +52,7 @@ import type { Diagnostics, NativeDiagnostics } from './diagnostics';
 import { TransactionHandle } from './transaction-handle';
 import { newStatement, Statement, statementId, type StatementHost } from './statement';
 import { SqlTexts } from './sql-texts';
-import { Functions, type AggregateOptions, type FunctionOptions } from './functions';
+import { Functions, type AggregateOptions, type FunctionOptions, type ScalarFunction } from './functions';
 import { claimFile } from './open-files';
 
 /** Entry points only an addon built with the `test-hooks` feature has (`npm test`). */
@@ -356,9 +358,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
   #read(sql: string, params: unknown, options: unknown, format: 0 | 1 | 2 | 3): Promise<unknown> {
     const tx = currentTransaction(this);
     if (tx !== undefined) {
-      if (format === 0) return tx.select(sql, params, options as QueryOptions);
-      if (format === 1) return tx.selectOne(sql, params, options as QueryOptions);
-      if (format === 2) return tx.selectBytes(sql, params, options as CallOptions);
+      if (format === 0) return tx.select(sql, params as Params, options as QueryOptions);
+      if (format === 1) return tx.selectOne(sql, params as Params, options as QueryOptions);
+      if (format === 2) return tx.selectBytes(sql, params as Params, options as CallOptions);
       return tx.describe(sql);
     }
     try {
@@ -447,21 +449,23 @@ export class Database implements Executor, TransactionHost, StatementHost {
   }
 
   /** Runs a read-only query on a reader thread; resolves with every row. */
-  select<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
-  select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
+  select<T = SqlValue[]>(sql: string, params: Params | undefined, options: QueryOptions & ArrayRowMode): Promise<T[]>;
+  select<T = Row>(sql: string, params?: Params, options?: QueryOptions & ObjectRowMode): Promise<T[]>;
+  select<T = Row | SqlValue[]>(sql: string, params?: Params, options?: QueryOptions): Promise<T[]>;
   select<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
     return this.#read(sql, params, options, 0) as Promise<T[]>;
   }
 
   /** Like select(), but resolves with the first row only (or undefined). */
-  selectOne<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
-  selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
+  selectOne<T = SqlValue[]>(sql: string, params: Params | undefined, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
+  selectOne<T = Row>(sql: string, params?: Params, options?: QueryOptions & ObjectRowMode): Promise<T | undefined>;
+  selectOne<T = Row | SqlValue[]>(sql: string, params?: Params, options?: QueryOptions): Promise<T | undefined>;
   selectOne<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
     return this.#read(sql, params, options, 1) as Promise<T | undefined>;
   }
 
   /** Resolves with the result as UTF-8 JSON (an array of objects), built natively. */
-  selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer> {
+  selectBytes(sql: string, params?: Params, options?: CallOptions): Promise<Buffer> {
     return this.#read(sql, params, options, 2) as Promise<Buffer>;
   }
 
@@ -471,8 +475,9 @@ export class Database implements Executor, TransactionHost, StatementHost {
    * when the previous one is being consumed. `break`, return(), an exception in the loop,
    * the signal, the timeout and close() release the reader. Statement objects reuse this.
    */
-  iterate<T = SqlValue[]>(sql: string, params: unknown, options: IterateOptions & ArrayRowMode): RowIterator<T>;
-  iterate<T = Row>(sql: string, params?: unknown, options?: IterateOptions): RowIterator<T>;
+  iterate<T = SqlValue[]>(sql: string, params: Params | undefined, options: IterateOptions & ArrayRowMode): RowIterator<T>;
+  iterate<T = Row>(sql: string, params?: Params, options?: IterateOptions & ObjectRowMode): RowIterator<T>;
+  iterate<T = Row | SqlValue[]>(sql: string, params?: Params, options?: IterateOptions): RowIterator<T>;
   iterate<T>(sql: string, params?: unknown, options?: IterateOptions): RowIterator<T> {
     checkSql(sql);
     checkParams(params);
@@ -528,17 +533,18 @@ export class Database implements Executor, TransactionHost, StatementHost {
   // ---- writes ----
 
   /** Runs one statement (or, without parameters, several) on the writer thread. */
-  execute<T = SqlValue[]>(sql: string, params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
-  execute<T = Row>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = SqlValue[]>(sql: string, params: Params | undefined, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row>(sql: string, params?: Params, options?: ExecuteOptions & ObjectRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row | SqlValue[]>(sql: string, params?: Params, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
   execute<T>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }> {
     const tx = currentTransaction(this);
-    if (tx !== undefined) return tx.execute<T>(sql, params, options);
+    if (tx !== undefined) return tx.execute<T>(sql, params as Params, options);
     if (this.#closing) return rejected(closedError());
     return this.writerExecute(0, sql, params, options, NO_SIGNALS) as Promise<ExecuteResult & { rows: T[] }>;
   }
 
   /** Prepares `sql` once and runs it for every parameter set, in one transaction. */
-  executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }> {
+  executeBatch(sql: string, paramSets: readonly Params[], options?: CallOptions): Promise<{ changes: number }> {
     const tx = currentTransaction(this);
     if (tx !== undefined) return tx.executeBatch(sql, paramSets, options);
     if (this.#closing) return rejected(closedError());
@@ -699,7 +705,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
    * Registers a scalar SQL function on every connection (open ones before their next
    * query). `fn` runs on this thread, synchronously, while the native thread waits for it.
    */
-  function(name: string, fn: (...args: never[]) => unknown, options?: FunctionOptions): this {
+  function(name: string, fn: ScalarFunction, options?: FunctionOptions): this {
     const f = this.#functionsOf();
     try {
       f.defineScalar(name, fn, options);
@@ -1139,7 +1145,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
    * A live query: its first emission is the current result, then new rows whenever a
    * committed write changes them. Nothing runs until it is read or subscribed.
    */
-  stream<T = Row>(sql: string, params?: unknown, options?: StreamOptions): LiveQuery<T> {
+  stream<T = Row>(sql: string, params?: Params, options?: StreamOptions): LiveQuery<T> {
     checkSql(sql);
     checkParams(params);
     if (this.#closing) throw closedError();

@@ -6,31 +6,44 @@ import type { AsyncResource } from 'node:async_hooks';
 import { keepThrown } from './errors';
 import { binding, type NativeDatabase } from './native';
 import { checkKeys } from './options';
-import type { IntMode } from './rows';
+import type { IntMode, SqlValue } from './rows';
 import { callbackScope } from './transaction';
+
+/** What a user-defined function may return (docs/api.md, Values): `null`, `undefined` or
+ * nothing for NULL, a boolean as 1 or 0, a Buffer, typed array or DataView as a BLOB of its
+ * bytes. Not a Promise: functions are synchronous. */
+export type FunctionResult = number | bigint | string | boolean | null | undefined | void | ArrayBufferView;
+
+/** A scalar function: its arguments are SQL values (the Values table, per `intMode`).
+ * Declared as a method so that its parameters compare both ways: `(name: string) => ...`
+ * is accepted, as the caller knows what the SQL passes it. */
+export type ScalarFunction = { call(...args: SqlValue[]): FunctionResult }['call'];
+
+/** An aggregate's `step` or `inverse`: the accumulator, then the row's arguments. */
+export type AggregateStep<A> = { call(accumulator: A, ...args: SqlValue[]): A | void }['call'];
 
 export interface FunctionOptions {
   /** Same arguments, same result: lets SQLite use it in indexes, generated columns and
    * CHECK constraints, and evaluate it once per statement where it can. Default false. */
-  deterministic?: boolean;
+  deterministic?: boolean | undefined;
   /** Takes any number of arguments; otherwise exactly as many as the function declares
    * (its `length`). Default false. */
-  varargs?: boolean;
+  varargs?: boolean | undefined;
   /** Usable only in SQL written directly in a query, never from views, triggers or
    * schema (indexes, CHECK, generated columns). Default false. */
-  directOnly?: boolean;
+  directOnly?: boolean | undefined;
 }
 
 export interface AggregateOptions<A = unknown> extends FunctionOptions {
   /** The first accumulator of each group (a function is called for each group); default null. */
-  start?: A | (() => A);
+  start?: A | (() => A) | undefined;
   /** Takes the accumulator and one row's arguments; returns the next accumulator
    * (returning undefined keeps the accumulator). */
-  step: (accumulator: A, ...args: never[]) => A | void;
+  step: AggregateStep<A>;
   /** The group's result from the final accumulator; default: the accumulator itself. */
-  result?: (accumulator: A) => unknown;
+  result?: ((accumulator: A) => unknown) | undefined;
   /** Takes a row out of the accumulator again: makes the aggregate a window function. */
-  inverse?: (accumulator: A, ...args: never[]) => A | void;
+  inverse?: AggregateStep<A> | undefined;
 }
 
 const INT_MODES: Record<IntMode, number> = { auto: 0, number: 1, bigint: 2 };

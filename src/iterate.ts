@@ -13,7 +13,7 @@ import { decodeRows, type RowMode } from './rows';
 
 export interface IterateOptions extends QueryOptions {
   /** Rows per chunk (1 to 65536); default 256. A chunk also ends at about 1 MiB of data. */
-  chunkSize?: number;
+  chunkSize?: number | undefined;
 }
 
 /** What an iterator needs from its database. */

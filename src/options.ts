@@ -11,33 +11,33 @@ export type PragmaValue = string | number | boolean;
 
 export interface OpenOptions {
   /** Reader threads; default clamp(cores - 1, 2, 4). A spare reader comes on top (docs/api.md, "Readers and the spare"). */
-  readers?: number;
+  readers?: number | undefined;
   /** Open without a writer; writes reject with SqliteError SQLITE_READONLY. */
-  readonly?: boolean;
+  readonly?: boolean | undefined;
   /** How INTEGER values come out; default 'auto'. */
-  intMode?: IntMode;
+  intMode?: IntMode | undefined;
   /** Pragmas applied to every connection (writer and readers), after the defaults. */
-  pragmas?: Record<string, PragmaValue>;
+  pragmas?: Record<string, PragmaValue> | undefined;
   /** Milliseconds to wait for a lock held by another connection; default 5000. */
-  busyTimeout?: number;
+  busyTimeout?: number | undefined;
   /** Default `timeoutMs` of every query; default none. `0`, `null` or `Infinity`: none. */
-  timeoutMs?: number | null;
+  timeoutMs?: number | null | undefined;
   /** 'auto' (default): the WAL is checkpointed when the writer is idle, mostly on a thread
    * beside it; 'external': never by this database, another process does (a replicator such as
    * Litestream). See docs/guides/replication.md. */
-  checkpoints?: 'auto' | 'external';
+  checkpoints?: 'auto' | 'external' | undefined;
   /** Encrypts the database (SQLite3 Multiple Ciphers): a passphrase, or a Buffer of raw key
    * bytes (32 bytes; ciphers 'chacha20', 'sqlcipher' and 'ascon128'). Applied to every
    * connection; a wrong or missing key rejects open with SQLITE_NOTADB. */
   encryptionKey?: string | Buffer;
   /** The cipher of an encrypted database; default 'chacha20'. Needs `encryptionKey`. */
-  cipher?: Cipher;
+  cipher?: Cipher | undefined;
   /** SQLite extensions (shared library paths) every connection loads when it opens. */
-  extensions?: string[];
+  extensions?: string[] | undefined;
   /** Bounded inline reads: a read runs on the JavaScript thread's own read connection for
    * at most a budget of SQLite work, then (if not done) on a reader as usual. `false`
    * (default): off; `true`: a budget of 50 µs; `{ budgetUs }`: 1 to 10000 µs. See docs/api.md. */
-  inlineReads?: boolean | { budgetUs: number };
+  inlineReads?: boolean | { budgetUs: number } | undefined;
 }
 
 /** The ciphers of SQLite3 Multiple Ciphers quietsqlite offers. */
@@ -72,26 +72,36 @@ export function checkKey(what: string, key: unknown): KeyBytes {
 /** Cancellation options every query method takes. */
 export interface CallOptions {
   /** Aborting it rejects the call with `signal.reason` (see docs/api.md, Cancellation). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Rejects with a `TimeoutError` DOMException after this many milliseconds; overrides the
    * database's default. `0`, `null` or `Infinity`: no timeout. */
-  timeoutMs?: number | null;
+  timeoutMs?: number | null | undefined;
 }
 
 export interface QueryOptions extends CallOptions {
   /** 'object' (default): plain objects; 'array': arrays of values in column order. */
-  rowMode?: RowMode;
+  rowMode?: RowMode | undefined;
 }
 
 /** execute()'s options: RETURNING rows as objects (default) or arrays. */
 export interface ExecuteOptions extends CallOptions {
   /** 'object' (default): plain objects; 'array': arrays of values in column order (duplicate
    * column names keep every value). */
-  rowMode?: RowMode;
+  rowMode?: RowMode | undefined;
 }
 
 /** Options that make rows arrays: the overloads that take them give `SqlValue[]` rows. */
 export type ArrayRowMode = { rowMode: 'array' };
+
+/** Options that keep rows objects (`rowMode` 'object' or left out): the overloads that take
+ * them give `Row` rows; a `rowMode` only known at run time gives `Row | SqlValue[]`. */
+export type ObjectRowMode = { rowMode?: 'object' | undefined };
+
+/** A statement's parameters: an array (positional) or a plain object (named); `null` or
+ * left out for none. Typed as any object, so that interfaces are accepted; the call
+ * refuses a `Map`, a `Date` or a class instance with a `TypeError` (docs/api.md,
+ * Parameters). */
+export type Params = readonly unknown[] | object | null;
 
 /** A call's options once checked; `timeoutMs` 0 means no timeout. */
 export interface CallSettings {

@@ -6,7 +6,7 @@
 // cancellation are the ones of db.*; only the text is replaced by the id.
 
 import { statementClosedError } from './errors';
-import type { ArrayRowMode, CallOptions, ExecuteOptions, QueryOptions } from './options';
+import type { ArrayRowMode, CallOptions, ExecuteOptions, ObjectRowMode, Params, QueryOptions } from './options';
 import type { Description, ExecuteResult } from './requests';
 import type { Row, SqlValue } from './rows';
 import type { LiveQuery, StreamOptions } from './stream';
@@ -22,10 +22,10 @@ export interface StatementColumn {
 export interface StatementHost {
   select(sql: unknown, params?: unknown, options?: QueryOptions): Promise<unknown[]>;
   selectOne(sql: unknown, params?: unknown, options?: QueryOptions): Promise<unknown>;
-  selectBytes(sql: unknown, params?: unknown, options?: CallOptions): Promise<Buffer>;
+  selectBytes(sql: unknown, params?: Params, options?: CallOptions): Promise<Buffer>;
   execute(sql: unknown, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult>;
-  executeBatch(sql: unknown, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }>;
-  stream(sql: string, params?: unknown, options?: StreamOptions): LiveQuery<unknown>;
+  executeBatch(sql: unknown, paramSets: readonly Params[], options?: CallOptions): Promise<{ changes: number }>;
+  stream(sql: string, params?: Params, options?: StreamOptions): LiveQuery<unknown>;
   iterate(sql: string, params?: unknown, options?: IterateOptions): RowIterator<unknown>;
   /** Prepares (never runs) the statement where a call of this kind would run. */
   describeStatement(stmt: Statement, onWriter: boolean): Promise<Description>;
@@ -142,53 +142,57 @@ export class Statement {
       case Op.SelectOne:
         return h.selectOne(this, params, options as QueryOptions);
       case Op.SelectBytes:
-        return h.selectBytes(this, params, options as CallOptions);
+        return h.selectBytes(this, params as Params, options as CallOptions);
       case Op.Execute:
         return h.execute(this, params, options as CallOptions);
       case Op.Batch:
-        return h.executeBatch(this, params as unknown[], options as CallOptions);
+        return h.executeBatch(this, params as readonly Params[], options as CallOptions);
     }
   }
 
   /** Like `db.select(sql, params, options)`. */
-  select<T = SqlValue[]>(params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
-  select<T = Row>(params?: unknown, options?: QueryOptions): Promise<T[]>;
+  select<T = SqlValue[]>(params: Params | undefined, options: QueryOptions & ArrayRowMode): Promise<T[]>;
+  select<T = Row>(params?: Params, options?: QueryOptions & ObjectRowMode): Promise<T[]>;
+  select<T = Row | SqlValue[]>(params?: Params, options?: QueryOptions): Promise<T[]>;
   select<T>(params?: unknown, options?: QueryOptions): Promise<T[]> {
     if (!this.#described) return this.#first(Op.Select, params, options) as Promise<T[]>;
     return this.#host.select(this, params, options) as Promise<T[]>;
   }
 
   /** Like `db.selectOne(sql, params, options)`. */
-  selectOne<T = SqlValue[]>(params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
-  selectOne<T = Row>(params?: unknown, options?: QueryOptions): Promise<T | undefined>;
+  selectOne<T = SqlValue[]>(params: Params | undefined, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
+  selectOne<T = Row>(params?: Params, options?: QueryOptions & ObjectRowMode): Promise<T | undefined>;
+  selectOne<T = Row | SqlValue[]>(params?: Params, options?: QueryOptions): Promise<T | undefined>;
   selectOne<T>(params?: unknown, options?: QueryOptions): Promise<T | undefined> {
     if (!this.#described) return this.#first(Op.SelectOne, params, options) as Promise<T | undefined>;
     return this.#host.selectOne(this, params, options) as Promise<T | undefined>;
   }
 
   /** Like `db.selectBytes(sql, params, options)`. */
-  selectBytes(params?: unknown, options?: CallOptions): Promise<Buffer> {
+  selectBytes(params?: Params, options?: CallOptions): Promise<Buffer> {
     if (!this.#described) return this.#first(Op.SelectBytes, params, options) as Promise<Buffer>;
     return this.#host.selectBytes(this, params, options);
   }
 
   /** Like `db.execute(sql, params, options)`. */
-  execute<T = SqlValue[]>(params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
-  execute<T = Row>(params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = SqlValue[]>(params: Params | undefined, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row>(params?: Params, options?: ExecuteOptions & ObjectRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row | SqlValue[]>(params?: Params, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
   execute<T>(params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }> {
     if (!this.#described) return this.#first(Op.Execute, params, options) as Promise<ExecuteResult & { rows: T[] }>;
     return this.#host.execute(this, params, options) as Promise<ExecuteResult & { rows: T[] }>;
   }
 
   /** Like `db.executeBatch(sql, paramSets, options)`. */
-  executeBatch(paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }> {
+  executeBatch(paramSets: readonly Params[], options?: CallOptions): Promise<{ changes: number }> {
     if (!this.#described) return this.#first(Op.Batch, paramSets, options) as Promise<{ changes: number }>;
     return this.#host.executeBatch(this, paramSets, options);
   }
 
   /** Like `db.iterate(sql, params, options)`: the rows in chunks, holding one reader. */
-  iterate<T = SqlValue[]>(params: unknown, options: IterateOptions & ArrayRowMode): RowIterator<T>;
-  iterate<T = Row>(params?: unknown, options?: IterateOptions): RowIterator<T>;
+  iterate<T = SqlValue[]>(params: Params | undefined, options: IterateOptions & ArrayRowMode): RowIterator<T>;
+  iterate<T = Row>(params?: Params, options?: IterateOptions & ObjectRowMode): RowIterator<T>;
+  iterate<T = Row | SqlValue[]>(params?: Params, options?: IterateOptions): RowIterator<T>;
   iterate<T>(params?: unknown, options?: IterateOptions): RowIterator<T> {
     if (this.#id === 0) throw statementClosedError();
     return this.#host.iterate(this.#sql, params, options) as RowIterator<T>;
@@ -196,7 +200,7 @@ export class Statement {
 
   /** Like `db.stream(sql, params, options)`. The live query is independent of the statement
    * once made: closing the statement does not end it. */
-  stream<T = Row>(params?: unknown, options?: StreamOptions): LiveQuery<T> {
+  stream<T = Row>(params?: Params, options?: StreamOptions): LiveQuery<T> {
     if (this.#id === 0) throw statementClosedError();
     return this.#host.stream(this.#sql, params, options) as LiveQuery<T>;
   }

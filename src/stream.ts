@@ -15,9 +15,9 @@ import { callbackScope } from './transaction';
 
 export interface StreamOptions {
   /** Aborting ends the stream and frees it. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Longest a burst of writes may hold back an emission, in ms; default 100. */
-  maxDelayMs?: number;
+  maxDelayMs?: number | undefined;
 }
 
 /** What a LiveQuery needs from its database. */

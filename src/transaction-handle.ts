@@ -7,7 +7,7 @@
 import { transactionEndedError } from './errors';
 import type { ExecuteResult } from './requests';
 import type { Row, SqlValue } from './rows';
-import type { ArrayRowMode, CallOptions, ExecuteOptions, QueryOptions } from './options';
+import type { ArrayRowMode, CallOptions, ExecuteOptions, ObjectRowMode, Params, QueryOptions } from './options';
 import { SavepointOp, type Transaction } from './transaction';
 
 /** What a handle needs from its database (implemented in Database.begin). */
@@ -48,29 +48,32 @@ export class TransactionHandle {
     return Promise.reject(this.#reason ?? transactionEndedError());
   }
 
-  select<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
-  select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
+  select<T = SqlValue[]>(sql: string, params: Params | undefined, options: QueryOptions & ArrayRowMode): Promise<T[]>;
+  select<T = Row>(sql: string, params?: Params, options?: QueryOptions & ObjectRowMode): Promise<T[]>;
+  select<T = Row | SqlValue[]>(sql: string, params?: Params, options?: QueryOptions): Promise<T[]>;
   select<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
-    return this.active ? this.#tx.select<T>(sql, params, options) : this.#ended();
+    return this.active ? this.#tx.select<T>(sql, params as Params, options) : this.#ended();
   }
 
-  selectOne<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
-  selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
+  selectOne<T = SqlValue[]>(sql: string, params: Params | undefined, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
+  selectOne<T = Row>(sql: string, params?: Params, options?: QueryOptions & ObjectRowMode): Promise<T | undefined>;
+  selectOne<T = Row | SqlValue[]>(sql: string, params?: Params, options?: QueryOptions): Promise<T | undefined>;
   selectOne<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
-    return this.active ? this.#tx.selectOne<T>(sql, params, options) : this.#ended();
+    return this.active ? this.#tx.selectOne<T>(sql, params as Params, options) : this.#ended();
   }
 
-  selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer> {
+  selectBytes(sql: string, params?: Params, options?: CallOptions): Promise<Buffer> {
     return this.active ? this.#tx.selectBytes(sql, params, options) : this.#ended();
   }
 
-  execute<T = SqlValue[]>(sql: string, params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
-  execute<T = Row>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = SqlValue[]>(sql: string, params: Params | undefined, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row>(sql: string, params?: Params, options?: ExecuteOptions & ObjectRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row | SqlValue[]>(sql: string, params?: Params, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
   execute<T>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }> {
-    return this.active ? this.#tx.execute<T>(sql, params, options) : this.#ended();
+    return this.active ? this.#tx.execute<T>(sql, params as Params, options) : this.#ended();
   }
 
-  executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }> {
+  executeBatch(sql: string, paramSets: readonly Params[], options?: CallOptions): Promise<{ changes: number }> {
     return this.active ? this.#tx.executeBatch(sql, paramSets, options) : this.#ended();
   }
 

@@ -10,27 +10,30 @@ import { checkSignal, signalState } from './signals';
 import { Statement, statementId, type StatementHost } from './statement';
 import type { ExecuteResult, RequestTracker } from './requests';
 import type { Row, SqlValue } from './rows';
-import type { ArrayRowMode, CallOptions, ExecuteOptions, QueryOptions } from './options';
+import type { ArrayRowMode, CallOptions, ExecuteOptions, ObjectRowMode, Params, QueryOptions } from './options';
 
 export type TransactionMode = 'immediate' | 'deferred' | 'exclusive';
 
 export interface TransactionOptions {
   /** How BEGIN takes its locks; default 'immediate' (no late SQLITE_BUSY on the first write). */
-  mode?: TransactionMode;
+  mode?: TransactionMode | undefined;
   /** Aborting rolls the transaction back and rejects with the abort reason. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** What a transaction body can do; `db` methods called inside the body route here too. */
 export interface Executor {
-  select<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
-  select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
-  selectOne<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
-  selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
-  selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer>;
-  execute<T = SqlValue[]>(sql: string, params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
-  execute<T = Row>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
-  executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }>;
+  select<T = SqlValue[]>(sql: string, params: Params | undefined, options: QueryOptions & ArrayRowMode): Promise<T[]>;
+  select<T = Row>(sql: string, params?: Params, options?: QueryOptions & ObjectRowMode): Promise<T[]>;
+  select<T = Row | SqlValue[]>(sql: string, params?: Params, options?: QueryOptions): Promise<T[]>;
+  selectOne<T = SqlValue[]>(sql: string, params: Params | undefined, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
+  selectOne<T = Row>(sql: string, params?: Params, options?: QueryOptions & ObjectRowMode): Promise<T | undefined>;
+  selectOne<T = Row | SqlValue[]>(sql: string, params?: Params, options?: QueryOptions): Promise<T | undefined>;
+  selectBytes(sql: string, params?: Params, options?: CallOptions): Promise<Buffer>;
+  execute<T = SqlValue[]>(sql: string, params: Params | undefined, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row>(sql: string, params?: Params, options?: ExecuteOptions & ObjectRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row | SqlValue[]>(sql: string, params?: Params, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
+  executeBatch(sql: string, paramSets: readonly Params[], options?: CallOptions): Promise<{ changes: number }>;
   transaction<R>(body: (tx: Transaction) => Promise<R> | R, options?: TransactionOptions): Promise<R>;
 }
 
@@ -462,33 +465,36 @@ export class Transaction implements Executor, RequestTracker {
     return call;
   }
 
-  select<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T[]>;
-  select<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]>;
+  select<T = SqlValue[]>(sql: string, params: Params | undefined, options: QueryOptions & ArrayRowMode): Promise<T[]>;
+  select<T = Row>(sql: string, params?: Params, options?: QueryOptions & ObjectRowMode): Promise<T[]>;
+  select<T = Row | SqlValue[]>(sql: string, params?: Params, options?: QueryOptions): Promise<T[]>;
   select<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T[]> {
     return this.#send(sql, HeldParams.One, params, options, true, (from, text, p, o) =>
       this.host.writerRead(from.id, text, p, o, 0, from.signals, from) as Promise<T[]>);
   }
 
-  selectOne<T = SqlValue[]>(sql: string, params: unknown, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
-  selectOne<T = Row>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined>;
+  selectOne<T = SqlValue[]>(sql: string, params: Params | undefined, options: QueryOptions & ArrayRowMode): Promise<T | undefined>;
+  selectOne<T = Row>(sql: string, params?: Params, options?: QueryOptions & ObjectRowMode): Promise<T | undefined>;
+  selectOne<T = Row | SqlValue[]>(sql: string, params?: Params, options?: QueryOptions): Promise<T | undefined>;
   selectOne<T>(sql: string, params?: unknown, options?: QueryOptions): Promise<T | undefined> {
     return this.#send(sql, HeldParams.One, params, options, true, (from, text, p, o) =>
       this.host.writerRead(from.id, text, p, o, 1, from.signals, from) as Promise<T | undefined>);
   }
 
-  selectBytes(sql: string, params?: unknown, options?: CallOptions): Promise<Buffer> {
+  selectBytes(sql: string, params?: Params, options?: CallOptions): Promise<Buffer> {
     return this.#send(sql, HeldParams.One, params, options, false, (from, text, p, o) =>
       this.host.writerRead(from.id, text, p, o, 2, from.signals, from) as Promise<Buffer>);
   }
 
-  execute<T = SqlValue[]>(sql: string, params: unknown, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
-  execute<T = Row>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = SqlValue[]>(sql: string, params: Params | undefined, options: ExecuteOptions & ArrayRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row>(sql: string, params?: Params, options?: ExecuteOptions & ObjectRowMode): Promise<ExecuteResult & { rows: T[] }>;
+  execute<T = Row | SqlValue[]>(sql: string, params?: Params, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }>;
   execute<T>(sql: string, params?: unknown, options?: ExecuteOptions): Promise<ExecuteResult & { rows: T[] }> {
     return this.#send(sql, HeldParams.One, params, options, true, (from, text, p, o) =>
       this.host.writerExecute(from.id, text, p, o, from.signals, from) as Promise<ExecuteResult & { rows: T[] }>);
   }
 
-  executeBatch(sql: string, paramSets: unknown[], options?: CallOptions): Promise<{ changes: number }> {
+  executeBatch(sql: string, paramSets: readonly Params[], options?: CallOptions): Promise<{ changes: number }> {
     return this.#send(sql, HeldParams.Sets, paramSets, options, false, (from, text, p, o) =>
       this.host.writerBatch(from.id, text, p, o, from.signals, from));
   }

@@ -24,10 +24,10 @@ export interface QuietsqliteDialectConfig {
   /** An open database, or a function that opens one (called once, on Kysely's first query). */
   database: Database | (() => Promise<Database>);
   /** BEGIN mode of Kysely's transactions; default 'immediate' (as `db.transaction()`). */
-  transactionMode?: TransactionMode;
+  transactionMode?: TransactionMode | undefined;
   /** Close the database when Kysely is destroyed (`kysely.destroy()`); default true, as
    * Kysely's own SQLite dialect does. */
-  closeOnDestroy?: boolean;
+  closeOnDestroy?: boolean | undefined;
 }
 
 const CONFIG_KEYS = ['database', 'transactionMode', 'closeOnDestroy'];
@@ -281,12 +281,17 @@ class QuietsqliteConnection implements DatabaseConnection {
  * refused a reader: iterators hold at most `readers - 1` readers, and Kysely's own SQLite
  * dialect runs any number of streams at once (nested loops, `Promise.all`). The refusal is
  * a RangeError from the first `next()`; so is every other error of the statement's text or
- * parameters, which `select` then meets again. A read can run twice: it changes nothing.
+ * parameters, which `select` then meets again, and iterate()'s own refusal inside a
+ * transaction body. A read can run twice: it changes nothing.
  */
 async function* iterateOrSelect<R>(db: Database, sql: string, parameters: readonly unknown[]): AsyncGenerator<R> {
-  const rows = db.iterate<R>(sql, parameters)[Symbol.asyncIterator]();
+  let rows: AsyncIterator<R>;
   let step: IteratorResult<R>;
   try {
+    // Inside a transaction body of `db` (the outer Kysely instance used there), iterate()
+    // itself throws its RangeError (a reader would not see the transaction's writes):
+    // `select` is routed to the transaction.
+    rows = db.iterate<R>(sql, parameters)[Symbol.asyncIterator]();
     step = await rows.next();
   } catch (err) {
     if (!(err instanceof RangeError)) throw err;

@@ -498,3 +498,17 @@ test('after a failed COMMIT the transaction refuses queries until rolled back, a
   await k.destroy();
   await db.close();
 });
+
+test("stream() on the outer Kysely inside a quietsqlite transaction body reads the transaction's rows", async () => {
+  // db.iterate() refuses to run inside a body (a reader would not see its writes), and the
+  // adapter fell back to select() only for a refusal from the first next(): the loop threw.
+  const { db, k } = await setup();
+  await db.transaction(async () => {
+    await k.insertInto('person').values({ first_name: 'in the transaction', age: 1 }).execute();
+    const names = [];
+    for await (const row of k.selectFrom('person').select('first_name').orderBy('id').stream(2)) names.push(row.first_name);
+    assert.equal(names.at(-1), 'in the transaction');
+    assert.equal(names.length, 4);
+  });
+  await k.destroy();
+});

@@ -224,3 +224,37 @@ async function transactionHandles(db: Database): Promise<void> {
   void rows, one, returned, objects;
 }
 void transactionHandles;
+
+// Types a strict TypeScript user met against the runtime (the seventh round of probes).
+async function strictTypes(db: Database, maybeSignal: AbortSignal | undefined, maybeNumber: number | undefined, mode: RowMode): Promise<void> {
+  // Under exactOptionalPropertyTypes an option may be given as undefined, as the runtime takes it.
+  await db.select('SELECT 1', [], { signal: maybeSignal, timeoutMs: maybeNumber, rowMode: undefined });
+  const reopened = await Database.open(':memory:', { readers: maybeNumber, intMode: undefined, inlineReads: undefined });
+  await db.transaction(async () => 1, { signal: maybeSignal, mode: undefined });
+  const backupOptions: BackupOptions = { signal: maybeSignal, onProgress: undefined, pagesPerStep: maybeNumber };
+  // A rowMode known only at run time gives either kind of row.
+  const either = await db.select('SELECT 1 AS a', [], { rowMode: mode });
+  // @ts-expect-error the rows may be arrays
+  const asObjects: Row[] = either;
+  const objects: Row[] = await db.select('SELECT 1 AS a', [], { rowMode: 'object' });
+  // Parameters are an array or an object, and a batch's sets may be read-only.
+  // @ts-expect-error a lone value is not a parameter list
+  await db.select('SELECT ?', 5);
+  const sets: readonly (readonly number[])[] = [[1], [2]];
+  await db.executeBatch('INSERT INTO users(id) VALUES (?)', sets);
+  const user: User = { id: 1, name: 'a', avatar: null };
+  await db.execute('INSERT INTO users(id, name, avatar) VALUES (:id, :name, :avatar)', user);
+  // Functions: unannotated arguments are SQL values; annotated ones are the caller's word.
+  db.function('slug', (s) => String(s).toLowerCase());
+  db.function('len', (s: string) => s.length);
+  // @ts-expect-error an argument is a SQL value, not a string, until annotated
+  db.function('upper', (s) => s.toUpperCase());
+  // @ts-expect-error functions are synchronous
+  db.function('later', async () => 1);
+  // @ts-expect-error a Date is no SQL value
+  db.function('now', () => new Date());
+  db.aggregate<number>('total', { start: 0, step: (acc, x) => acc + Number(x) });
+  await reopened.close();
+  void backupOptions, asObjects, objects;
+}
+void strictTypes;
