@@ -89,7 +89,7 @@ function removeScratchFilesAtExit(): void {
 export interface CloseOptions {
   /** Roll back a running transaction instead of waiting for its body to finish, interrupt
    * running statements, and reject queued requests instead of running them. */
-  force?: boolean;
+  force?: boolean | undefined;
 }
 
 

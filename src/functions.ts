@@ -14,13 +14,16 @@ import { callbackScope } from './transaction';
  * bytes. Not a Promise: functions are synchronous. */
 export type FunctionResult = number | bigint | string | boolean | null | undefined | void | ArrayBufferView;
 
-/** A scalar function: its arguments are SQL values (the Values table, per `intMode`).
- * Declared as a method so that its parameters compare both ways: `(name: string) => ...`
- * is accepted, as the caller knows what the SQL passes it. */
-export type ScalarFunction = { call(...args: SqlValue[]): FunctionResult }['call'];
+/** A scalar function: its arguments are SQL values (the Values table, per `intMode`), or
+ * undefined past the last one given (`varargs`). Declared as a method so that its
+ * parameters compare both ways: `(name: string, n?: number) => ...` is accepted, as the
+ * caller knows what the SQL passes it. */
+export type ScalarFunction = { call(...args: (SqlValue | undefined)[]): FunctionResult }['call'];
 
-/** An aggregate's `step` or `inverse`: the accumulator, then the row's arguments. */
-export type AggregateStep<A> = { call(accumulator: A, ...args: SqlValue[]): A | void }['call'];
+/** An aggregate's `step` or `inverse`: the accumulator, checked strictly (one that may be
+ * `null` must be taken as such), then the row's arguments, typed as the caller declares
+ * them (`any`: a method type would make the accumulator's check two-way as well). */
+export type AggregateStep<A> = (accumulator: A, ...args: any[]) => A | void;
 
 export interface FunctionOptions {
   /** Same arguments, same result: lets SQLite use it in indexes, generated columns and
@@ -41,7 +44,7 @@ export interface AggregateOptions<A = unknown> extends FunctionOptions {
    * (returning undefined keeps the accumulator). */
   step: AggregateStep<A>;
   /** The group's result from the final accumulator; default: the accumulator itself. */
-  result?: ((accumulator: A) => unknown) | undefined;
+  result?: ((accumulator: A) => FunctionResult) | undefined;
   /** Takes a row out of the accumulator again: makes the aggregate a window function. */
   inverse?: AggregateStep<A> | undefined;
 }

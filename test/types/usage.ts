@@ -258,3 +258,18 @@ async function strictTypes(db: Database, maybeSignal: AbortSignal | undefined, m
   void backupOptions, asObjects, objects;
 }
 void strictTypes;
+
+// The final read's cases: optional arguments, a null-first accumulator, results, close.
+function strictTypesFinal(db: Database, force: boolean | undefined): void {
+  db.function('round_to', (x: number, digits?: number) => Number(x.toFixed(digits ?? 0)), { varargs: true });
+  db.function('pad', (s: string, width: number = 8) => s.padStart(width));
+  // @ts-expect-error without `start` the first accumulator is null: step must take it
+  db.aggregate<number | null>('sum_or_null', { step: (acc: number, x: number) => acc + x });
+  db.aggregate<number | null>('sum_or_null', { step: (acc, x: number) => (acc ?? 0) + x });
+  // @ts-expect-error an aggregate's result is a SQL value
+  db.aggregate<number>('when', { start: 0, step: (acc) => acc, result: () => new Date() });
+  // @ts-expect-error a flat array is not a list of parameter sets
+  void db.executeBatch('INSERT INTO users(id) VALUES (?)', [1, 2]);
+  void db.close({ force });
+}
+void strictTypesFinal;
