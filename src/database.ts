@@ -9,6 +9,7 @@ import {
   checkKey,
   ownOptions,
   checkParams,
+  checkParamSets,
   checkPath,
   checkSql,
   checkExtensionPath,
@@ -858,7 +859,7 @@ export class Database implements Executor, TransactionHost, StatementHost {
     tracker?: RequestTracker,
   ): Promise<{ changes: number }> {
     try {
-      if (!Array.isArray(paramSets)) throw new TypeError('paramSets must be an array of arrays or objects');
+      checkParamSets(paramSets);
       const stop = stopOf(resolveCallOptions(options, false, this.#timeoutMs), txSignals);
       // Every set is read once, here, before anything is sent: a getter that inserts into
       // `paramSets` while a part is prepared shifts no set into a later part, and one that

@@ -4,7 +4,7 @@
 // was given is taken when it is made, as for every other call: its parameters (copied, the
 // bytes of views too), its options, its signal and the start of its timeout.
 
-import { checkParams, resolveCallOptions, takeParamSets } from './options';
+import { checkParams, checkParamSets, resolveCallOptions, takeParamSets } from './options';
 import { bindable, paramsAsOfNow } from './params';
 import type { RowMode } from './rows';
 import { signalState } from './signals';
@@ -35,14 +35,14 @@ export class HeldCall {
    * method takes `rowMode`. */
   constructor(what: HeldParams, params: unknown, options: unknown, withRowMode: boolean, defaultTimeoutMs: number) {
     if (what === HeldParams.Sets) {
-      if (!Array.isArray(params)) throw new TypeError('paramSets must be an array of arrays or objects');
+      checkParamSets(params);
     } else if (what === HeldParams.One) {
       checkParams(params);
       params = bindable(params);
     }
     const o = resolveCallOptions(options, withRowMode, defaultTimeoutMs);
     let taken: unknown;
-    if (what === HeldParams.Sets) taken = takeParamSets(params as unknown[]).map(paramsAsOfNow);
+    if (what === HeldParams.Sets) taken = takeParamSets(params as readonly unknown[]).map(paramsAsOfNow);
     else if (what === HeldParams.One) taken = paramsAsOfNow(params);
     signalState.throwIfAborted(o.signal);
     this.params = taken;

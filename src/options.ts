@@ -99,8 +99,8 @@ export type ObjectRowMode = { rowMode?: 'object' | undefined };
 
 /** A statement's parameters: an array (positional) or a plain object (named); `null` or
  * left out for none. Typed as any object, so that interfaces are accepted; the call
- * refuses a `Map`, a `Date` or a class instance with a `TypeError` (docs/api.md,
- * Parameters). */
+ * refuses a `Map`, a `Date`, a lone `Buffer`, a promise or a class instance with a
+ * `TypeError` (docs/api.md, Parameters). */
 export type Params = readonly unknown[] | object | null;
 
 /** A call's options once checked; `timeoutMs` 0 means no timeout. */
@@ -393,6 +393,11 @@ export function checkParams(params: unknown): void {
 }
 
 const MAX_ARRAY_LENGTH = 2 ** 32 - 1;
+
+/** `executeBatch`'s `paramSets` must be an array (its sets are checked by `takeParamSets`). */
+export function checkParamSets(paramSets: unknown): asserts paramSets is readonly unknown[] {
+  if (!Array.isArray(paramSets)) throw new TypeError('paramSets must be an array of arrays or objects');
+}
 
 /** `paramSets` as a new array of its sets, each read once, each an array or a plain object.
  * (A Proxy may claim any length: an impossible one is refused here.) */
